@@ -1,0 +1,151 @@
+"""Where nvcc and the CUTLASS headers are, and how to call nvcc for an architecture."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fact.core.enums import Arch
+from fact.core.errors import BuildError, ToolchainError
+
+BASE_FLAGS = ("-std=c++17", "-O3", "--expt-relaxed-constexpr")
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """nvcc plus the include directories a CUTLASS kernel needs."""
+
+    nvcc: Path
+    nvcc_version: str
+    cutlass_root: Path  # <site-packages>/cutlass_library/source
+    cutlass_version: str
+    extra_includes: tuple[Path, ...] = ()
+
+    @property
+    def includes(self) -> tuple[Path, ...]:
+        return (
+            self.cutlass_root / "include",
+            self.cutlass_root / "tools" / "util" / "include",
+            *self.extra_includes,
+        )
+
+    def command(self, source: Path, output: Path, arch: Arch, includes: tuple[Path, ...] = ()) -> list[str]:
+        """The nvcc command line that builds `source` for `arch` into `output`."""
+        incs = [f"-I{p}" for p in (*self.includes, *includes)]
+        return [str(self.nvcc), *BASE_FLAGS, *arch.gencode, *incs, "-o", str(output), str(source)]
+
+
+def _cutlass_root() -> tuple[Path, str]:
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        raise ToolchainError(
+            "the CUTLASS headers come from the nvidia-cutlass package: pip install nvidia-cutlass==4.2.0.0"
+        )
+    root = Path(spec.origin).parent / "source"
+    if not (root / "include" / "cutlass" / "cutlass.h").is_file():
+        raise ToolchainError(f"nvidia-cutlass is installed but {root}/include lacks cutlass/cutlass.h; reinstall it")
+    try:
+        from importlib.metadata import version
+
+        ver = version("nvidia-cutlass")
+    except Exception:  # noqa: BLE001 - metadata is optional, the headers are what matter
+        ver = "unknown"
+    return root, ver
+
+
+def _curand_fallback(nvcc: Path) -> tuple[Path, ...]:
+    """Some toolkits ship without curand headers (CUTLASS's attention example includes them);
+    the nvidia-curand wheel provides them."""
+    toolkit_include = nvcc.resolve().parent.parent / "include"
+    if (toolkit_include / "curand_kernel.h").is_file():
+        return ()
+    spec = importlib.util.find_spec("nvidia")
+    for base in spec.submodule_search_locations or [] if spec else []:
+        for candidate in sorted(Path(base).glob("cu*/include")):
+            if (candidate / "curand_kernel.h").is_file():
+                return (candidate,)
+    return ()
+
+
+def _real_nvcc(nvcc: str) -> Path:
+    path = Path(nvcc)
+    # Some systems wrap nvcc in a shell script; follow it to the toolkit for its include dir.
+    text = path.read_bytes()[:4096]
+    if text.startswith(b"#!"):
+        match = re.search(rb"exec\s+(\S+/nvcc)\b", text)
+        if match:
+            return Path(match.group(1).decode())
+    return path
+
+
+@functools.cache
+def find_toolchain() -> Toolchain:
+    """Locate nvcc ($FACT_NVCC, $CUDA_HOME/bin, PATH) and the CUTLASS headers.
+
+    Raises:
+        ToolchainError: saying which piece is missing and how to get it.
+    """
+    candidates = [os.environ.get("FACT_NVCC"), shutil.which("nvcc")]
+    if os.environ.get("CUDA_HOME"):
+        candidates.insert(1, str(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc"))
+    nvcc = next((c for c in candidates if c and Path(c).is_file()), None)
+    if nvcc is None:
+        raise ToolchainError("nvcc not found: install the CUDA toolkit, or set FACT_NVCC or CUDA_HOME")
+    real = _real_nvcc(nvcc)
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError(f"{nvcc} --version failed: {exc}") from None
+    match = re.search(r"release (\d+\.\d+)", out)
+    root, ver = _cutlass_root()
+    return Toolchain(
+        nvcc=Path(nvcc),
+        nvcc_version=match.group(1) if match else "unknown",
+        cutlass_root=root,
+        cutlass_version=ver,
+        extra_includes=_curand_fallback(real),
+    )
+
+
+def compile_check(
+    source: Path,
+    arch: Arch,
+    *,
+    includes: tuple[Path, ...] = (),
+    output: Path | None = None,
+    timeout: float = 600.0,
+    toolchain: Toolchain | None = None,
+) -> Path:
+    """Compile `source` for `arch` and return the binary's path.
+
+    Raises:
+        BuildError: with the compiler log and the command when nvcc fails or times out.
+    """
+    tc = toolchain or find_toolchain()
+    workdir = Path(tempfile.mkdtemp(prefix="fact-vet-"))
+    out = output or workdir / Path(source).stem
+    cmd = tc.command(Path(source), out, arch, includes)
+    log = workdir / "nvcc.log"
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BuildError(
+            f"nvcc did not finish within {timeout:.0f} s for {source}", command=shlex.join(cmd)
+        ) from None
+    log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        first = next((ln for ln in (proc.stdout + proc.stderr).splitlines() if "error" in ln), "")
+        raise BuildError(
+            f"nvcc failed ({proc.returncode}) for {source}: {first.strip()}",
+            log_path=log,
+            command=shlex.join(cmd),
+        )
+    return out

@@ -1,0 +1,31 @@
+"""The vocabulary every stage shares: enums, value types and the error tree."""
+
+from fact.core.enums import ApiLevel, Arch, DType, Layout, OpFamily, Precision
+from fact.core.errors import (
+    BuildError,
+    CorpusError,
+    FactError,
+    IndexError_,
+    KnowledgeBaseError,
+    MissingDependencyError,
+    ToolchainError,
+)
+from fact.core.specs import ProblemShape, TensorSpec
+
+__all__ = [
+    "ApiLevel",
+    "Arch",
+    "BuildError",
+    "CorpusError",
+    "DType",
+    "FactError",
+    "IndexError_",
+    "KnowledgeBaseError",
+    "Layout",
+    "MissingDependencyError",
+    "OpFamily",
+    "Precision",
+    "ProblemShape",
+    "TensorSpec",
+    "ToolchainError",
+]

@@ -1,0 +1,129 @@
+"""Enumerations for every axis of the problem; members carry their C++ spelling."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Arch(enum.Enum):
+    """A GPU architecture fact targets, with its nvcc -gencode flags."""
+
+    SM80 = "sm80"
+    SM90 = "sm90"
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        return {Arch.SM80: (8, 0), Arch.SM90: (9, 0)}[self]
+
+    @property
+    def gencode(self) -> tuple[str, ...]:
+        """nvcc flags. sm90 needs the 'a' target for wgmma/TMA and -DNDEBUG so that nvcc
+        does not serialise wgmma; sm80 also ships PTX so its kernels run on Hopper."""
+        if self is Arch.SM90:
+            return ("-gencode=arch=compute_90a,code=sm_90a", "-DNDEBUG")
+        return ("-gencode=arch=compute_80,code=[sm_80,compute_80]", "-DNDEBUG")
+
+    @classmethod
+    def from_capability(cls, major: int, minor: int) -> Arch:
+        """The newest architecture fact can target on a device of this capability."""
+        if (major, minor) >= (9, 0):
+            return cls.SM90
+        if (major, minor) >= (8, 0):
+            return cls.SM80
+        raise ValueError(f"compute capability {major}.{minor} is older than sm80; fact needs sm80+")
+
+
+class DType(enum.Enum):
+    """Element types, with the CUTLASS C++ type each maps to and its width in bits."""
+
+    F64 = "f64"
+    F32 = "f32"
+    TF32 = "tf32"
+    F16 = "f16"
+    BF16 = "bf16"
+    I8 = "i8"
+    I32 = "i32"
+
+    @property
+    def cutlass(self) -> str:
+        return {
+            DType.F64: "double",
+            DType.F32: "float",
+            DType.TF32: "cutlass::tfloat32_t",
+            DType.F16: "cutlass::half_t",
+            DType.BF16: "cutlass::bfloat16_t",
+            DType.I8: "int8_t",
+            DType.I32: "int32_t",
+        }[self]
+
+    @property
+    def bits(self) -> int:
+        return {
+            DType.F64: 64, DType.F32: 32, DType.TF32: 32, DType.F16: 16,
+            DType.BF16: 16, DType.I8: 8, DType.I32: 32,
+        }[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self not in (DType.I8, DType.I32)
+
+    @classmethod
+    def from_torch(cls, dtype: object) -> DType:
+        """Map a torch.dtype (by its name, so torch need not be imported here)."""
+        name = str(dtype).removeprefix("torch.")
+        table = {
+            "float64": cls.F64, "float32": cls.F32, "float16": cls.F16,
+            "bfloat16": cls.BF16, "int8": cls.I8, "int32": cls.I32,
+        }
+        if name not in table:
+            raise ValueError(f"no fact dtype for torch dtype {dtype!r}")
+        return table[name]
+
+
+class Layout(enum.Enum):
+    """Storage order of a matrix operand. BLAS letters: 't' row-major, 'n' column-major."""
+
+    ROW = "row"
+    COL = "col"
+
+    @property
+    def cutlass(self) -> str:
+        return {Layout.ROW: "cutlass::layout::RowMajor", Layout.COL: "cutlass::layout::ColumnMajor"}[self]
+
+    @property
+    def blas(self) -> str:
+        return {Layout.ROW: "t", Layout.COL: "n"}[self]
+
+
+class Precision(enum.Enum):
+    """What arithmetic a kernel may use for an fp32 computation.
+
+    EXACT: fp32-accurate (SIMT or 3xTF32). TF32: TF32 tensor cores (as PyTorch with
+    allow_tf32). BF16 / FP16: the module runs in that dtype.
+    """
+
+    EXACT = "exact"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class OpFamily(enum.Enum):
+    """The kind of computation a kernel or exemplar performs."""
+
+    GEMM = "gemm"
+    BMM = "bmm"
+    GEMM_EPILOGUE = "gemm_epilogue"
+    SPLITK_GEMM = "splitk_gemm"
+    STREAMK_GEMM = "streamk_gemm"
+    FMHA = "fmha"
+    MLP = "mlp"
+    OTHER = "other"
+
+
+class ApiLevel(enum.Enum):
+    """Which CUTLASS programming interface an example uses."""
+
+    CUTLASS2 = "cutlass2"  # 2.x device API (cutlass::gemm::device::Gemm*)
+    CUTLASS3 = "cutlass3"  # 3.x collective builder / GemmUniversalAdapter
+    CUTE = "cute"  # hand-written CuTe kernels
