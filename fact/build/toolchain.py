@@ -43,7 +43,7 @@ class Toolchain:
         return [str(self.nvcc), *BASE_FLAGS, *arch.gencode, *incs, "-o", str(output), str(source)]
 
 
-def _cutlass_root() -> tuple[Path, str]:
+def cutlass_source_root() -> tuple[Path, str]:
     spec = importlib.util.find_spec("cutlass_library")
     if spec is None or spec.origin is None:
         raise ToolchainError(
@@ -105,7 +105,7 @@ def find_toolchain() -> Toolchain:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainError(f"{nvcc} --version failed: {exc}") from None
     match = re.search(r"release (\d+\.\d+)", out)
-    root, ver = _cutlass_root()
+    root, ver = cutlass_source_root()
     return Toolchain(
         nvcc=Path(nvcc),
         nvcc_version=match.group(1) if match else "unknown",

@@ -66,6 +66,17 @@ def entry_metadata(entry: CorpusEntry) -> dict[str, Any]:
     return meta
 
 
+def _installed_cutlass_entries() -> list[CorpusEntry]:
+    from fact.core.errors import ToolchainError
+    from fact.knowledge.cutlass_examples import installed_examples, scan_examples
+
+    try:
+        root, version = installed_examples()
+    except ToolchainError:
+        return []
+    return scan_examples(root, version)[0] if root.is_dir() else []
+
+
 def _display_path(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(REPO_ROOT))
@@ -91,6 +102,7 @@ class KnowledgeBase:
         corpus: Sequence[Path] | None = None,
         dense: bool = True,
         sync: bool = True,
+        cutlass_examples: bool = True,
     ) -> KnowledgeBase:
         """Open (and, if missing or stale against the corpus, build) the knowledge base.
 
@@ -101,6 +113,7 @@ class KnowledgeBase:
             corpus: corpus folders to sync from (default: `corpus/`).
             dense: False skips loading the embedding model (lexical only).
             sync: False opens the index as it is.
+            cutlass_examples: also index the installed nvidia-cutlass examples tree.
 
         Raises:
             IndexError_: the index or server cannot be opened.
@@ -118,7 +131,7 @@ class KnowledgeBase:
             store = ChromaStore(path=None if url else index_path, url=url)
         kb = cls(store=store, embedder=embedder)
         if sync:
-            kb.sync(corpus or [DEFAULT_CORPUS])
+            kb.sync(corpus or [DEFAULT_CORPUS], cutlass_examples=cutlass_examples)
         return kb
 
     @property
@@ -130,19 +143,22 @@ class KnowledgeBase:
             return None
         return self.embedder.embed([e.summary for e in entries])
 
-    def sync(self, corpus: Sequence[Path]) -> bool:
-        """Bring the index up to date with the corpus folders; True if anything changed.
-
-        Entries from other sources (e.g. ingested CUTLASS examples) are kept.
-        """
+    def sync(self, corpus: Sequence[Path], *, cutlass_examples: bool = True) -> bool:
+        """Bring the index up to date with the corpus folders (and the installed CUTLASS
+        examples); True if anything changed. Entries of other sources are kept."""
         entries, errors = load_corpus(corpus)
         for err in errors:
             log.warning("corpus entry skipped: %s", err)
-        fp = fingerprint(entries, self.model_name)
+        upstream: list[CorpusEntry] = []
+        if cutlass_examples:
+            upstream = _installed_cutlass_entries()
+        fp = fingerprint([*entries, *upstream], self.model_name)
         info = self.store.info
         if info.get("corpus_fingerprint") == fp:
             return False
         self.write(entries, prune_source="fact")
+        if upstream:
+            self.write(upstream, prune_source="cutlass-examples")
         self.store.set_info({"corpus_fingerprint": fp, "embedding_model": self.model_name,
                              "schema": SCHEMA_VERSION})
         return True

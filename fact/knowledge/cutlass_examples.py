@@ -1,0 +1,117 @@
+"""Entries for the examples tree that ships inside the nvidia-cutlass wheel.
+
+Each numbered example folder becomes one entry that points at the installed files
+(provenance: path, CUTLASS version, BSD-3-Clause). Its text is read from the installed
+package at ingest time and stored only in the index, never in this repository.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fact.core.enums import ApiLevel, Arch, DType, OpFamily
+from fact.knowledge.corpus import CorpusEntry
+from fact.knowledge.schema import ExampleMeta
+
+MAX_SOURCE_CHARS = 60_000  # lexical search needs the identifiers, not every line
+_FOLDER = re.compile(r"^(\d+)_(.+)$")
+_NEWER_ARCH = re.compile(r"blackwell|sm1\d\d|ada_|hopper_fp8.*blockwise_scaling_sm100", re.I)
+_OP_RULES: tuple[tuple[str, OpFamily], ...] = (
+    (r"fmha|attention", OpFamily.FMHA),
+    (r"streamk|stream_k", OpFamily.STREAMK_GEMM),
+    (r"split_?k", OpFamily.SPLITK_GEMM),
+    (r"batched|ptr_array|grouped", OpFamily.BMM),
+    (r"bias|relu|epilogue|softmax|layernorm|topk|dual_gemm|reduction_fusion", OpFamily.GEMM_EPILOGUE),
+    (r"conv|fprop|wgrad|dgrad|syrk|trmm|symm|complex|quaternion|layout|tile_iterator|utilities|dump_reg", OpFamily.OTHER),
+    (r"gemm|gett", OpFamily.GEMM),
+)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    folder: str
+    reason: str
+
+
+def _arch_of(name: str, text: str) -> Arch | None:
+    if _NEWER_ARCH.search(name):
+        return None
+    if "hopper" in name.lower() or re.search(r"arch::Sm90\b|sm_90a|KernelTma", text):
+        return Arch.SM90
+    if "ampere" in name.lower() or re.search(r"arch::Sm80\b", text):
+        return Arch.SM80
+    return None
+
+
+def _op_of(name: str) -> OpFamily:
+    for pattern, op in _OP_RULES:
+        if re.search(pattern, name, re.I):
+            return op
+    return OpFamily.OTHER
+
+
+def _dtype_of(text: str) -> DType:
+    for token, dt in (("bfloat16_t", DType.BF16), ("half_t", DType.F16), ("tfloat32_t", DType.TF32)):
+        if token in text:
+            return dt
+    return DType.F32
+
+
+def _brief(text: str) -> str:
+    """The example's own summary: its \\brief / leading doc comment, whitespace-collapsed."""
+    match = re.search(r"\\brief(.*?)(\*/|\n\s*\n)", text, re.S)
+    raw = match.group(1) if match else ""
+    return re.sub(r"[\s*/]+", " ", raw).strip()[:600]
+
+
+def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], list[Skipped]]:
+    """One entry per numbered example folder under `root` (…/cutlass_library/source/examples)."""
+    entries: list[CorpusEntry] = []
+    skipped: list[Skipped] = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        match = _FOLDER.match(folder.name)
+        if not match:
+            continue
+        sources = sorted(folder.glob("*.cu"))
+        if not sources:
+            skipped.append(Skipped(folder.name, "no .cu file"))
+            continue
+        text = "\n".join(p.read_text(errors="replace") for p in sources)[:MAX_SOURCE_CHARS]
+        arch = _arch_of(folder.name, text)
+        if arch is None:
+            skipped.append(Skipped(folder.name, "targets an architecture other than sm80/sm90"))
+            continue
+        words = match.group(2).replace("_", " ")
+        brief = _brief(text)
+        dtype = _dtype_of(text)
+        api = ApiLevel.CUTLASS3 if ("CollectiveBuilder" in text or "cute::" in text) else ApiLevel.CUTLASS2
+        meta = ExampleMeta.model_validate({
+            "id": f"cutlass/{folder.name}".lower(),
+            "arch": arch,
+            "op": _op_of(folder.name),
+            "api": api,
+            "title": f"CUTLASS example {match.group(1)}: {words}",
+            "description": (f"CUTLASS's own example {folder.name} ({words}). {brief}").strip()
+            + " Upstream example from the nvidia-cutlass package.",
+            "dtypes": {"a": dtype, "b": dtype, "c": dtype, "accumulator": DType.F32},
+            "layouts": {"a": "row", "b": "col", "c": "row"},
+            "provenance": {
+                "source": "cutlass-examples",
+                "author": "NVIDIA CUTLASS",
+                "license": "BSD-3-Clause",
+                "path": f"cutlass_library/source/examples/{folder.name}",
+                "cutlass_version": cutlass_version,
+            },
+        })
+        entries.append(CorpusEntry(meta=meta, source=text, path=sources[0]))
+    return entries, skipped
+
+
+def installed_examples() -> tuple[Path, str]:
+    """The examples folder of the installed nvidia-cutlass wheel and its version."""
+    from fact.build.toolchain import cutlass_source_root
+
+    root, version = cutlass_source_root()
+    return root / "examples", version
