@@ -90,11 +90,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from fact.knowledge.base import Mode
     from fact.knowledge.evaluate import evaluate, load_queries
 
     kb = _open_kb(args)
     queries = load_queries(Path(args.queries)) if args.queries else load_queries()
-    modes = ["dense", "lexical", "hybrid"] if args.mode == "all" else [args.mode]
+    modes: list[Mode] = ["dense", "lexical", "hybrid"] if args.mode == "all" else [args.mode]
     table = Table(title=f"retrieval on {len(queries)} labelled queries ({kb.count()} indexed, model {kb.model_name})")
     for col in ("mode", "arch", "queries", "recall@1", "recall@5", "MRR", "foreign-arch hits"):
         table.add_column(col)

@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fact.build.toolchain import find_toolchain  # noqa: E402
-from fact.core.errors import BuildError  # noqa: E402
-from fact.knowledge.corpus import DEFAULT_CORPUS, CorpusEntry, load_corpus  # noqa: E402
+from fact.build.toolchain import find_toolchain
+from fact.core.errors import BuildError
+from fact.knowledge.corpus import DEFAULT_CORPUS, CorpusEntry, load_corpus
 
 LINE = re.compile(r"FACT_VET (\S+) rel_err=(\S+) tol=(\S+) (PASS|FAIL)")
 HARNESS = DEFAULT_CORPUS / "common"

@@ -170,6 +170,11 @@ class KnowledgeBase:
         prune_source: delete indexed entries of that source that are not in `entries`.
         rebuild: replace the whole index atomically with exactly `entries`.
         """
+        if self.embedder is None and isinstance(self.store, ChromaStore) and entries:
+            from fact.core.errors import IndexError_
+
+            raise IndexError_("writing to a chroma index needs the dense embedding model; "
+                              "open the knowledge base with dense=True and a model installed")
         current = {i: m for i, m in zip(*self._ids_and_meta(), strict=True)}
         model_changed = self.store.info.get("embedding_model") not in (None, self.model_name)
         added = [e.id for e in entries if e.id not in current]

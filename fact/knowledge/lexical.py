@@ -13,8 +13,7 @@ from collections.abc import Sequence
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:x\d+)+|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STOP = frozenset(
-    "the a an of and or to in for with on by is are be as at it this that from into its "
-    "int const auto using typename template struct class return include cutlass cute std".split()
+    ["the", "a", "an", "of", "and", "or", "to", "in", "for", "with", "on", "by", "is", "are", "be", "as", "at", "it", "this", "that", "from", "into", "its", "int", "const", "auto", "using", "typename", "template", "struct", "class", "return", "include", "cutlass", "cute", "std"]
 )
 
 

@@ -23,6 +23,14 @@ Meta = dict[str, Any]
 LOCK_TIMEOUT_S = float(os.environ.get("FACT_INDEX_LOCK_TIMEOUT", "300"))
 
 
+_OPS: dict[str, Any] = {
+    "$eq": lambda v, a: v == a,
+    "$ne": lambda v, a: v != a,
+    "$in": lambda v, a: v in a,
+    "$nin": lambda v, a: v not in a,
+}
+
+
 def matches(meta: Meta, where: Meta | None) -> bool:
     """Evaluate a chroma-style metadata filter in Python ($and, $or, $eq, $ne, $in, $nin)."""
     if not where:
@@ -39,15 +47,9 @@ def matches(meta: Meta, where: Meta | None) -> bool:
         value = meta.get(key)
         if isinstance(cond, dict):
             for op, arg in cond.items():
-                ok = {
-                    "$eq": lambda: value == arg,
-                    "$ne": lambda: value != arg,
-                    "$in": lambda: value in arg,
-                    "$nin": lambda: value not in arg,
-                }.get(op)
-                if ok is None:
+                if op not in _OPS:
                     raise ValueError(f"unsupported filter operator {op!r}")
-                if not ok():
+                if not _OPS[op](value, arg):
                     return False
         elif value != cond:
             return False

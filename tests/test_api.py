@@ -1,0 +1,28 @@
+import subprocess
+import sys
+
+import fact
+from fact.core import errors
+
+
+def test_public_names_are_exactly_all() -> None:
+    public = {n for n in dir(fact) if not n.startswith("_")} - {"annotations", "core", "knowledge", "build", "TYPE_CHECKING", "Any"}
+    assert set(fact.__all__) - {"__version__"} >= public - {"cli", "doctor"}
+    for name in fact.__all__:
+        assert getattr(fact, name) is not None
+
+
+def test_import_is_light() -> None:
+    code = "import sys, fact; heavy = [m for m in ('torch', 'chromadb', 'sentence_transformers', 'litellm') if m in sys.modules]; print(heavy)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_error_tree() -> None:
+    for cls in (errors.MissingDependencyError, errors.ToolchainError, errors.BuildError,
+                errors.KnowledgeBaseError, errors.CorpusError, errors.IndexError_):
+        assert issubclass(cls, errors.FactError)
+    err = errors.MissingDependencyError("chromadb", "knowledge", "the index")
+    assert isinstance(err, ImportError) and "fact[knowledge]" in str(err)
+    build = errors.BuildError("nvcc failed", command="nvcc x.cu")
+    assert "reproduce with: nvcc x.cu" in str(build)

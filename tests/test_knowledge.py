@@ -1,0 +1,113 @@
+import logging
+from pathlib import Path
+
+import pytest
+
+from fact.core.errors import IndexError_
+from fact.knowledge.base import KnowledgeBase
+from fact.knowledge.evaluate import evaluate, load_queries
+from fact.knowledge.store import MemoryStore, matches, to_chroma_where
+
+from .conftest import CORPUS
+
+QUERIES = ["GEMM", "attention", "bias relu epilogue", "stream-K", "batched", "tf32", "KernelTma",
+           "GemmShape<128, 128, 32>", "split-K large K", "fp16 residual"]
+
+
+def test_index_holds_corpus_and_cutlass_examples(kb: KnowledgeBase) -> None:
+    snap = kb.snapshot()
+    sources = {m["source"] for m in snap.metadatas}
+    assert sources == {"fact", "cutlass-examples"}
+    assert sum(m["source"] == "fact" for m in snap.metadatas) == 25
+    upstream = [m for m in snap.metadatas if m["source"] == "cutlass-examples"]
+    assert all(m["license"] == "BSD-3-Clause" and m["origin_path"].startswith("cutlass_library/source/examples/")
+               and m["cutlass_version"] == "4.2.0.0" for m in upstream)
+    assert not any("blackwell" in i for i in snap.ids)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "lexical"])
+@pytest.mark.parametrize("arch", ["sm80", "sm90"])
+def test_arch_filter_never_leaks(kb: KnowledgeBase, arch: str, mode: str) -> None:
+    for q in QUERIES:
+        hits = kb.query(q, arch=arch, k=10, mode=mode)
+        assert hits, q
+        assert {h.arch for h in hits} == {arch}, q
+
+
+def test_metadata_filters_and_scores(kb: KnowledgeBase) -> None:
+    hits = kb.query("gemm", where={"op": "fmha"}, k=10)
+    assert hits and all(h.metadata["op"] == "fmha" for h in hits)
+    hits = kb.query("KernelTmaWarpSpecializedCooperative", arch="sm90", where={"source": "fact"}, k=3)
+    assert hits[0].lexical_rank == 0 and hits[0].dense_rank is not None
+    assert hits[0].score > hits[-1].score
+
+
+def test_retrieval_targets(kb: KnowledgeBase) -> None:
+    scores = {s.arch: s for s in evaluate(kb, load_queries(), mode="hybrid")}
+    assert len(load_queries()) >= 40
+    for arch in ("sm80", "sm90", "all"):
+        assert scores[arch].recall_at_5 >= 0.90, scores[arch]
+        assert scores[arch].mrr >= 0.75, scores[arch]
+        assert scores[arch].foreign_hits == 0
+
+
+def test_rebuild_is_deterministic(tmp_path: Path, kb: KnowledgeBase) -> None:
+    a = KnowledgeBase.open(path=tmp_path / "a", corpus=[CORPUS])
+    b = KnowledgeBase.open(path=tmp_path / "b", corpus=[CORPUS])
+    sa, sb = a.snapshot(), b.snapshot()
+    assert sa.ids == sb.ids and sa.metadatas == sb.metadatas
+    for q in QUERIES:
+        assert [h.id for h in a.query(q, k=5)] == [h.id for h in b.query(q, k=5)]
+
+
+def test_stale_index_resyncs(tmp_path: Path, corpus_copy: Path) -> None:
+    kb = KnowledgeBase.open(path=tmp_path / "i", corpus=[corpus_copy], cutlass_examples=False)
+    assert kb.count() == 3
+    sidecar = corpus_copy / "sm80" / "gemm_bias_relu.toml"
+    sidecar.write_text(sidecar.read_text().replace("Linear layer followed by ReLU", "Dense layer then ReLU"))
+    (corpus_copy / "sm80" / "gemm_bf16_tensorop.toml").unlink()
+    kb2 = KnowledgeBase.open(path=tmp_path / "i", corpus=[corpus_copy], cutlass_examples=False)
+    snap = kb2.snapshot()
+    assert snap.ids == ["sm80_gemm_bias_relu", "sm90_gemm_streamk_cooperative"]
+    assert "Dense layer then ReLU" in snap.documents[0]
+    assert kb2.sync([corpus_copy], cutlass_examples=False) is False
+
+
+def test_lexical_only_without_a_model(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                      tmp_path: Path) -> None:
+    from fact.knowledge import embedding
+
+    embedding.load_embedder.cache_clear()
+    monkeypatch.setenv("FACT_EMBEDDING_MODEL", str(tmp_path / "no-such-model"))
+    with caplog.at_level(logging.WARNING):
+        kb = KnowledgeBase.open(path=tmp_path / "idx")
+    embedding.load_embedder.cache_clear()
+    assert isinstance(kb.store, MemoryStore) and kb.embedder is None
+    assert "lexical only" in caplog.text
+    hits = kb.query("stream-K scheduler for large K", arch="sm90", k=3)
+    assert hits[0].id == "sm90_gemm_streamk_cooperative"
+    assert hits[0].dense_rank is None and hits[0].lexical_rank == 0
+
+
+def test_corrupted_index_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken"
+    path.mkdir()
+    (path / "chroma.sqlite3").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(IndexError_, match="rebuild"):
+        KnowledgeBase.open(path=path, cutlass_examples=False)
+    assert (path / "chroma.sqlite3").read_bytes().startswith(b"this is not")  # left for inspection
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(IndexError_, match=r"chroma server at http://127\.0\.0\.1:9"):
+        KnowledgeBase.open(url="http://127.0.0.1:9", sync=False)
+
+
+def test_where_matching() -> None:
+    meta = {"arch": "sm90", "op": "gemm", "ep_bias": True}
+    assert matches(meta, {"arch": "sm90", "op": {"$in": ["gemm", "bmm"]}})
+    assert not matches(meta, {"$or": [{"arch": "sm80"}, {"op": "fmha"}]})
+    assert matches(meta, {"$and": [{"ep_bias": True}, {"op": {"$ne": "fmha"}}]})
+    assert to_chroma_where({"a": 1, "b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
+    with pytest.raises(ValueError):
+        matches(meta, {"arch": {"$regex": "sm"}})
