@@ -1,0 +1,325 @@
+"""Matching the pattern table against a captured graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fact.core.enums import DType, Layout, Precision
+from fact.core.specs import ProblemShape, TensorSpec
+from fact.patterns import table
+from fact.patterns.attention import AttentionFound, match_sdpa, match_softmax
+from fact.patterns.ops import GEMM_OPS, LAYOUT_OPS, Op, op_of
+from fact.patterns.spelled import spelled_activation
+from fact.patterns.types import Group, Match, Rejection
+
+_PASS_THROUGH = frozenset({"dropout", "identity"})
+
+
+@dataclass
+class MatchResult:
+    matches: list[Match] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+
+
+def precision_for(dtype: DType, policy: str = "auto") -> Precision:
+    """What arithmetic the original computation uses (auto) or the caller allows."""
+    if dtype is DType.BF16:
+        return Precision.BF16
+    if dtype is DType.F16:
+        return Precision.FP16
+    if policy != "auto":
+        return Precision(policy)
+    try:
+        import torch
+
+        return Precision.TF32 if torch.backends.cuda.matmul.allow_tf32 else Precision.EXACT
+    except ImportError:
+        return Precision.EXACT
+
+
+class _Gemm:
+    """A GEMM anchor read off a node: problem, operand layouts, dtype, bias."""
+
+    def __init__(self, problem: ProblemShape, layouts: tuple[Layout, Layout], dtype: DType,
+                 bias: bool, residual: bool = False) -> None:
+        self.problem, self.layouts, self.dtype = problem, layouts, dtype
+        self.bias, self.residual = bias, residual
+
+
+def _spec(n: Any) -> TensorSpec | None:
+    return n.meta.get("fact_spec") if hasattr(n, "meta") else None
+
+
+def _layout_2d(spec: TensorSpec, flatten: bool) -> Layout | None:
+    if flatten and len(spec.shape) > 2:
+        return Layout.ROW if spec.is_contiguous else None
+    return spec.matrix_layout()
+
+
+def _read_gemm(op: Op) -> _Gemm | str:
+    """The GEMM a node computes, or the reason it cannot be served."""
+    specs = [_spec(t) for t in op.tensors]
+    out = _spec(op.node)
+    if out is None or any(s is None for s in specs):
+        bad = op.node.meta.get("fact_dtype")
+        return f"unsupported dtype {bad}" if bad and bad not in {d.value for d in DType} else "no shape information"
+    for t in (op.node, *op.tensors):
+        bad = t.meta.get("fact_dtype")
+        if bad is not None and DType(bad) not in table.SUPPORTED_DTYPES:
+            return f"unsupported dtype {DType(bad).name.lower()}: fact's kernels cover float32, bfloat16 and float16"
+    kind = op.kind
+    if kind == "linear":
+        x = specs[0]
+        assert x is not None
+        if "weight_shape" in op.attrs:
+            n, k = op.attrs["weight_shape"]
+            bias = op.attrs["has_bias"]
+        else:
+            w = specs[1]
+            assert w is not None
+            n, k = w.shape
+            bias = len(specs) > 2
+        m = x.numel // max(k, 1)
+        a = _layout_2d(x, flatten=True)
+        if a is None:
+            return "activation operand is not contiguous over its leading dimensions"
+        return _Gemm(ProblemShape(m, n, k), (a, Layout.COL), x.dtype, bias)
+    if kind in ("mm", "addmm"):
+        a_spec, b_spec = specs[-2], specs[-1]
+        assert a_spec is not None and b_spec is not None
+        (m, k), (_, n) = a_spec.shape, b_spec.shape
+        la, lb = a_spec.matrix_layout(), b_spec.matrix_layout()
+        if la is None or lb is None:
+            return "an operand is neither row- nor column-major"
+        return _Gemm(ProblemShape(m, n, k), (la, lb), a_spec.dtype, bias=kind == "addmm")
+    if kind in ("bmm", "baddbmm", "matmul"):
+        a_spec, b_spec = specs[-2], specs[-1]
+        assert a_spec is not None and b_spec is not None
+        ra, rb = len(a_spec.shape), len(b_spec.shape)
+        if ra < 2 or rb < 2:
+            return "matrix-vector product (rank-1 operand): no GEMM pattern"
+        if rb == 2:  # N-D x 2-D: flatten the leading dims into M
+            k, n = b_spec.shape
+            m = a_spec.numel // k
+            la, lb = _layout_2d(a_spec, flatten=True), b_spec.matrix_layout()
+            if la is None or lb is None:
+                return "an operand is neither row- nor column-major"
+            return _Gemm(ProblemShape(m, n, k), (la, lb), a_spec.dtype, bias=False)
+        if a_spec.shape[:-2] != b_spec.shape[:-2]:
+            return f"broadcast batched matmul {a_spec.shape} x {b_spec.shape}: no batched pattern"
+        *lead, m, k = a_spec.shape
+        n = b_spec.shape[-1]
+        batch = 1
+        for d in lead:
+            batch *= d
+        la, lb = a_spec.matrix_layout(), b_spec.matrix_layout()
+        if la is None or lb is None:
+            return "an operand is neither row- nor column-major"
+        return _Gemm(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, bias=False,
+                     residual=kind == "baddbmm")
+    return f"no GEMM reading for {kind}"
+
+
+def _misaligned(g: _Gemm, precision: Precision) -> str | None:
+    need = table.ALIGNMENT[DType.TF32] if precision is Precision.TF32 else table.ALIGNMENT[g.dtype]
+    for name, extent in (("K", g.problem.k), ("N", g.problem.n)):
+        if extent % need:
+            return (f"misaligned: {name}={extent} is not a multiple of {need} elements (16-byte vector "
+                    f"access for {g.dtype.value}); an align-1 kernel would lose to cuBLAS")
+    return None
+
+
+def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
+    others = [t for t in op.tensors if t is not current]
+    if op.kind in ("mul", "div"):
+        return "scale" if not others and op.scalars else None
+    if op.kind != "add" or len(others) != 1 or op.scalars and op.scalars[0] != 1.0 and len(op.node.args) > 2:
+        return None
+    other = _spec(others[0])
+    if other is None:
+        return None
+    if other.shape == out.shape:
+        return "residual"
+    if other.shape[-1:] == out.shape[-1:] and other.numel == out.shape[-1]:
+        return "bias"
+    return None
+
+
+def _fits(steps: list[str], step: str) -> bool:
+    if len(steps) >= table.MAX_EPILOGUE_STEPS:
+        return False
+    group = "activation" if step in table.ACTIVATION_STEPS else step
+    used = sum(1 for s in steps if ("activation" if s in table.ACTIVATION_STEPS else s) == group)
+    return used < table.EPILOGUE_CAPACITY.get(group, 1)
+
+
+def _epilogue(anchor: Any, root: Any, steps: list[str]) -> tuple[list[str], list[Any], Any]:
+    """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node)."""
+    out = _spec(anchor)
+    nodes: list[Any] = []
+    current = anchor
+    while out is not None:
+        users = list(current.users)
+        if len(users) > 1:
+            spelled = spelled_activation(current, root)
+            if spelled and _fits(steps, spelled[0]):
+                steps.append(spelled[0])
+                nodes += spelled[1]
+                current = spelled[1][-1]
+                continue
+            break
+        if not users:
+            break
+        user = users[0]
+        op = op_of(user, root)
+        if op is None or _spec(user) is None or _spec(user).shape != out.shape:
+            break
+        if op.kind in _PASS_THROUGH:
+            nodes.append(user)
+            current = user
+            continue
+        step: str | None = None
+        if op.kind in table.UNARY_EPILOGUE:
+            step = table.UNARY_EPILOGUE[op.kind]
+        elif op.kind == "gelu":
+            step = "gelu_tanh" if op.attrs.get("approximate") == "tanh" else "gelu_erf"
+        elif op.kind in ("add", "mul", "div"):
+            step = _classify_binary(op, current, out)
+            if step == "bias" and "bias" in steps:
+                step = None
+        if step is None or not _fits(steps, step):
+            spelled = spelled_activation(current, root)
+            if spelled and _fits(steps, spelled[0]):
+                steps.append(spelled[0])
+                nodes += spelled[1]
+                current = spelled[1][-1]
+                continue
+            break
+        steps.append(step)
+        nodes.append(user)
+        current = user
+    return steps, nodes, current
+
+
+def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -> MatchResult:
+    """Match the pattern table against every node of a captured graph.
+
+    Args:
+        captured: a fact.capture.CapturedGraph.
+        arch: the target architecture ("sm80" or "sm90"): decides large-K and SM counts.
+        precision: "auto" (what PyTorch would do) or an explicit Precision value for fp32.
+    """
+    root = captured.graph_module
+    graph_nodes = list(root.graph.nodes)
+    order = {n: i for i, n in enumerate(graph_nodes)}
+    result = MatchResult()
+    covered: set[Any] = set()
+    views = {n: op_of(n, root) for n in graph_nodes}
+
+    # 1. Attention first: it owns the two matmuls around its softmax.
+    for n in graph_nodes:
+        op = views[n]
+        if op is None or op.kind not in table.ATTENTION_RULE["anchors"] or n in covered:
+            continue
+        found: AttentionFound | None = match_sdpa(op, root) if op.kind == "sdpa" else match_softmax(op, root)
+        if found is None:
+            continue
+        _add_attention(found, result, covered, order)
+
+    # 2. GEMM anchors, each with as long an epilogue chain as one kernel holds.
+    for n in graph_nodes:
+        op = views[n]
+        if op is None or op.kind not in GEMM_OPS or n in covered:
+            continue
+        gemm = _read_gemm(op)
+        if isinstance(gemm, str):
+            result.rejections.append(Rejection(n.name, op.kind, gemm, pattern="gemm"))
+            covered.add(n)
+            continue
+        prec = precision_for(gemm.dtype, precision)
+        reason = _misaligned(gemm, prec)
+        if reason is None and gemm.problem.flops < table.MIN_GEMM_FLOPS:
+            reason = f"too small ({gemm.problem}): launch overhead dominates, eager is as fast"
+        if reason is not None:
+            result.rejections.append(Rejection(n.name, op.kind, reason, pattern="gemm"))
+            covered.add(n)
+            continue
+        initial = (["bias"] if gemm.bias else []) + (["residual"] if gemm.residual else [])
+        steps, ep_nodes, last = _epilogue(n, root, initial)
+        rule = next(r for r in table.GEMM_RULES if op.kind in r.anchors and r.when(gemm.problem, tuple(steps), arch))
+        nodes = sorted([n, *ep_nodes], key=order.__getitem__)
+        covered.update(nodes)
+        notes = []
+        if any(s in table.ACTIVATION_STEPS for s in steps) and any(x in ep_nodes and len(x.users) > 1 for x in ep_nodes):
+            notes.append("activation written out as elementwise ops, recognised by evaluation")
+        result.matches.append(Match(
+            pattern=rule.name, family=rule.family, anchor=n.name, nodes=tuple(x.name for x in nodes),
+            output=last.name, dtype=gemm.dtype, precision=prec, realization=rule.realization,
+            problem=gemm.problem, layouts=gemm.layouts, epilogue=tuple(steps), notes=tuple(notes),
+        ))
+
+    _group_mlps(result, root)
+    _reject_uncovered(graph_nodes, views, covered, result)
+    position = {x.name: i for i, x in enumerate(graph_nodes)}
+    result.matches.sort(key=lambda m: position[m.anchor])
+    return result
+
+
+def _add_attention(found: AttentionFound, result: MatchResult, covered: set[Any], order: dict[Any, int]) -> None:
+    anchor = found.anchor
+    rule = table.ATTENTION_RULE
+    spec = found.q.meta.get("fact_spec") if hasattr(found.q, "meta") else None
+    dtype_name = found.q.meta.get("fact_dtype") if hasattr(found.q, "meta") else None
+    reason = None
+    if found.shape is None or spec is None:
+        reason = f"unsupported dtype {dtype_name}" if dtype_name else "no shape information for q"
+    elif spec.dtype not in rule["dtypes"]:
+        reason = f"unsupported dtype {spec.dtype.name.lower()} for fused attention"
+    elif found.shape.head_dim > rule["max_head_dim"] or found.shape.head_dim % 8:
+        reason = f"head dim {found.shape.head_dim} unsupported (multiples of 8 up to {rule['max_head_dim']})"
+    if reason is not None:
+        result.rejections.append(Rejection(anchor.name, "attention", reason, pattern="attention"))
+        covered.update(found.nodes)
+        return
+    assert spec is not None and found.shape is not None
+    nodes = sorted(set(found.nodes), key=order.__getitem__)
+    covered.update(nodes)
+    epilogue = ["scale", *(["causal_mask"] if found.shape.mask == "causal" else []),
+                *(["additive_mask"] if found.shape.mask == "additive" else []), "softmax"]
+    result.matches.append(Match(
+        pattern=rule["name"], family=rule["family"], anchor=anchor.name, nodes=tuple(n.name for n in nodes),
+        output=found.output.name, dtype=spec.dtype, precision=precision_for(spec.dtype),
+        realization=rule["realization"], attention=found.shape, epilogue=tuple(epilogue),
+        notes=tuple(found.notes),
+    ))
+
+
+def _group_mlps(result: MatchResult, root: Any) -> None:
+    by_anchor = {m.anchor: m for m in result.matches}
+    nodes = {n.name: n for n in root.graph.nodes}
+    for m in result.matches:
+        if m.attention is not None or not any(s in table.ACTIVATION_STEPS for s in m.epilogue) or "residual" in m.epilogue:
+            continue
+        cur = nodes[m.output]
+        while len(cur.users) == 1:
+            user = next(iter(cur.users))
+            if user.name in by_anchor and by_anchor[user.name].attention is None:
+                result.groups.append(Group(table.MLP_GROUP, (m.id, by_anchor[user.name].id)))
+                break
+            op = op_of(user, root)
+            if op is None or op.kind not in LAYOUT_OPS:
+                break
+            cur = user
+
+
+def _reject_uncovered(nodes: list[Any], views: dict[Any, Op | None], covered: set[Any], result: MatchResult) -> None:
+    for n in nodes:
+        op = views[n]
+        if op is None or n in covered or op.kind in LAYOUT_OPS or n.meta.get("fact_spec") is None:
+            continue
+        if op.kind in ("eq", "tril", "ones", "arange"):
+            continue  # mask construction that no kernel needs to replace
+        kind = op.kind.split(":")[-1]
+        result.rejections.append(Rejection(n.name, kind, f"no pattern covers '{kind}': it stays in PyTorch"))

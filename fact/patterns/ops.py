@@ -1,0 +1,149 @@
+"""One vocabulary for fx nodes from both capture levels.
+
+A module-level graph says `call_module l` (an nn.Linear), `call_function torch.matmul` or
+`call_method masked_fill`; an ATen graph says `aten.linear.default`. `op_of(node)` maps all of
+them to one canonical name ("linear", "matmul", "add", "gelu", ...) plus the node's tensor
+operands, scalar operands and attributes, so the pattern rules are written once.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+# Canonical names of nodes that only move or re-view data (free for matching purposes).
+LAYOUT_OPS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "split", "getitem",
+                        "unsqueeze", "squeeze", "expand", "size", "chunk", "flatten", "identity",
+                        "dropout", "clone", "alias", "type_as", "to", "float", "detach"})
+GEMM_OPS = frozenset({"linear", "matmul", "mm", "addmm", "bmm", "baddbmm"})
+ACTIVATIONS = frozenset({"relu", "gelu", "silu", "sigmoid", "tanh", "leaky_relu", "hardtanh", "clamp", "mish"})
+
+_ATEN_RENAME = {"_softmax": "softmax", "t": "transpose", "scaled_dot_product_attention": "sdpa",
+                "_unsafe_view": "view", "relu_": "relu", "add_": "add", "mul_": "mul",
+                "masked_fill_": "masked_fill", "div_": "div", "silu_": "silu", "gelu_": "gelu",
+                "clamp_min": "clamp", "clamp_max": "clamp", "_to_copy": "to", "lift_fresh_copy": "identity",
+                "native_dropout": "dropout", "slice": "getitem", "select": "getitem", "eq": "eq",
+                "rsub": "rsub", "neg": "neg", "erf": "erf", "exp": "exp", "sqrt": "sqrt", "pow": "pow"}
+
+
+@dataclass(frozen=True)
+class Op:
+    """A node seen through the canonical vocabulary."""
+
+    kind: str
+    node: Any
+    tensors: tuple[Any, ...] = ()  # fx Nodes that are tensor operands, in call order
+    scalars: tuple[float, ...] = ()  # numeric constant operands, in call order
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def _functions() -> dict[Any, str]:
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    table: dict[Any, str] = {
+        torch.matmul: "matmul", operator.matmul: "matmul", torch.mm: "mm", torch.bmm: "bmm",
+        torch.addmm: "addmm", torch.baddbmm: "baddbmm", F.linear: "linear",
+        operator.add: "add", operator.iadd: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
+        operator.mul: "mul", operator.imul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
+        operator.pow: "pow", torch.pow: "pow", operator.neg: "neg", torch.neg: "neg",
+        torch.relu: "relu", F.relu: "relu", F.gelu: "gelu", F.silu: "silu", torch.sigmoid: "sigmoid",
+        F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh", F.leaky_relu: "leaky_relu",
+        F.hardtanh: "hardtanh", F.relu6: "hardtanh", torch.clamp: "clamp", F.mish: "mish",
+        torch.softmax: "softmax", F.softmax: "softmax", F.scaled_dot_product_attention: "sdpa",
+        F.dropout: "dropout", torch.erf: "erf", torch.exp: "exp", torch.sqrt: "sqrt",
+        torch.transpose: "transpose", torch.permute: "permute", torch.reshape: "reshape",
+        torch.flatten: "flatten", operator.getitem: "getitem", torch.tril: "tril", torch.ones: "ones",
+        operator.eq: "eq", torch.eq: "eq", torch.masked_fill: "masked_fill", math.sqrt: "pysqrt",
+        torch.layer_norm: "layer_norm", F.layer_norm: "layer_norm", F.embedding: "embedding",
+    }
+    return table
+
+
+def _modules() -> dict[type, str]:
+    import torch.nn as nn
+
+    return {
+        nn.Linear: "linear", nn.ReLU: "relu", nn.GELU: "gelu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid",
+        nn.Tanh: "tanh", nn.LeakyReLU: "leaky_relu", nn.Hardtanh: "hardtanh", nn.ReLU6: "hardtanh",
+        nn.Mish: "mish", nn.Dropout: "dropout", nn.Softmax: "softmax", nn.Identity: "identity",
+        nn.LayerNorm: "layer_norm", nn.Embedding: "embedding", nn.Flatten: "flatten",
+    }
+
+
+_FUNCS: dict[Any, str] | None = None
+_MODS: dict[type, str] | None = None
+
+
+def _is_node(x: Any) -> bool:
+    return hasattr(x, "op") and hasattr(x, "users")
+
+
+def _split_args(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[float, ...]]:
+    tensors = tuple(a for a in args if _is_node(a))
+    scalars = tuple(float(a) for a in args if isinstance(a, (int, float)) and not isinstance(a, bool))
+    return tensors, scalars
+
+
+def op_of(node: Any, root: Any) -> Op | None:
+    """The canonical view of `node` (None for placeholders, outputs and unknown calls).
+
+    Args:
+        node: an fx Node.
+        root: the GraphModule that owns it (for call_module targets).
+    """
+    global _FUNCS, _MODS
+    if _FUNCS is None:
+        _FUNCS, _MODS = _functions(), _modules()
+    assert _MODS is not None
+    if node.op == "call_module":
+        mod = root.get_submodule(node.target)
+        kind = next((k for cls, k in _MODS.items() if type(mod) is cls), None)
+        if kind is None:
+            return Op("module:" + type(mod).__name__, node, *_split_args(node.args))
+        attrs: dict[str, Any] = {}
+        if kind == "linear":
+            attrs = {"weight_shape": tuple(mod.weight.shape), "has_bias": mod.bias is not None}
+        elif kind == "gelu":
+            attrs = {"approximate": mod.approximate}
+        elif kind == "leaky_relu":
+            attrs = {"negative_slope": mod.negative_slope}
+        elif kind == "hardtanh":
+            attrs = {"min": mod.min_val, "max": mod.max_val}
+        elif kind == "softmax":
+            attrs = {"dim": mod.dim}
+        return Op(kind, node, *_split_args(node.args), attrs=attrs)
+    if node.op == "call_method":
+        tensors, scalars = _split_args(node.args)
+        attrs = dict(node.kwargs)
+        if node.target == "softmax" and len(node.args) > 1:
+            attrs["dim"] = node.args[1]
+        return Op(str(node.target), node, tensors, scalars, attrs)
+    if node.op != "call_function":
+        return None
+    target = node.target
+    kind = _FUNCS.get(target)
+    if kind is None and "aten." in str(target):
+        name = str(target).split("aten.")[1].split(".")[0]
+        kind = _ATEN_RENAME.get(name, name)
+    if kind is None:
+        return Op("fn:" + getattr(target, "__name__", str(target)), node, *_split_args(node.args))
+    tensors, scalars = _split_args(node.args)
+    attrs = dict(node.kwargs)
+    if kind == "softmax" and len(node.args) > 1:
+        attrs.setdefault("dim", node.args[1])
+    if kind == "gelu":
+        attrs.setdefault("approximate", node.kwargs.get("approximate", "none"))
+    if kind == "leaky_relu" and len(node.args) > 1:
+        attrs.setdefault("negative_slope", node.args[1])
+    if kind in ("hardtanh", "clamp"):
+        rest = list(node.args[1:3])
+        attrs.setdefault("min", node.kwargs.get("min", rest[0] if rest else None))
+        attrs.setdefault("max", node.kwargs.get("max", rest[1] if len(rest) > 1 else None))
+    if kind == "sdpa":
+        attrs.setdefault("is_causal", bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False)))
+        mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
+        attrs.setdefault("has_mask", mask is not None)
+    return Op(kind, node, tensors, scalars, attrs)

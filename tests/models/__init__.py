@@ -1,0 +1,1 @@
+"""Test modules written for fact, at the shapes of common kernel benchmarks."""
