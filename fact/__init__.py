@@ -6,6 +6,10 @@ The knowledge base of vetted CUTLASS examples is the centre:
     >>> kb = KnowledgeBase.open()
     >>> [h.id for h in kb.query("stream-K GEMM for very large K", arch="sm90", k=3)]
 
+Discovery turns a module into a prioritised, retrieval-grounded plan:
+
+    >>> plan = fact.discover(model, [x], arch="sm90")
+
 Heavy dependencies (torch, chromadb, sentence-transformers) load only when used.
 """
 
@@ -28,6 +32,7 @@ from fact.core import (
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from fact.discover import Plan, discover
     from fact.knowledge.base import Hit, KnowledgeBase
 
 __all__ = [
@@ -39,10 +44,12 @@ __all__ = [
     "KnowledgeBase",
     "Layout",
     "OpFamily",
+    "Plan",
     "Precision",
     "ProblemShape",
     "TensorSpec",
     "__version__",
+    "discover",
 ]
 
 
@@ -51,4 +58,8 @@ def __getattr__(name: str) -> Any:
         from fact.knowledge import base
 
         return getattr(base, name)
+    if name in ("discover", "Plan"):
+        import fact.discover as stage
+
+        return getattr(stage, name)
     raise AttributeError(f"module 'fact' has no attribute {name!r}")

@@ -129,6 +129,77 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_target(spec: str) -> tuple[Any, Any]:
+    """FILE.py:Name -> (the loaded Python module, the attribute Name)."""
+    import importlib.util
+
+    path_text, sep, name = spec.rpartition(":")
+    if not sep or not path_text.endswith(".py"):
+        raise FactError(f"expected FILE.py:ModuleName, got {spec!r}")
+    path = Path(path_text)
+    if not path.is_file():
+        raise FactError(f"no such file: {path}")
+    mod_spec = importlib.util.spec_from_file_location(f"fact_user_{path.stem}", path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise FactError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.pop(0)
+    if not hasattr(module, name):
+        raise FactError(f"{path} defines no {name!r}")
+    return module, getattr(module, name)
+
+
+def _parse_inputs(items: list[str]) -> list[tuple[tuple[int, ...], str]]:
+    out = []
+    for item in items:
+        shape_text, _, dtype = item.partition(":")
+        try:
+            shape = tuple(int(x) for x in shape_text.replace("x", ",").split(",") if x)
+        except ValueError:
+            raise FactError(f"--input takes SHAPE[:DTYPE] like 128,512,768:float32, got {item!r}") from None
+        out.append((shape, dtype or "float32"))
+    return out
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from fact.capture import example_inputs_from_specs
+    from fact.discover import discover
+
+    pymod, target = _load_target(args.target)
+    init = json.loads(args.init) if args.init else {}
+    if not init and hasattr(pymod, "get_init_inputs") and not args.init:
+        init_args = list(pymod.get_init_inputs())
+        module = target(*init_args)
+    else:
+        module = target(**init)
+    if args.input:
+        inputs = example_inputs_from_specs(_parse_inputs(args.input))
+    elif args.inputs_fn or hasattr(pymod, "get_inputs"):
+        fn = getattr(pymod, args.inputs_fn or "get_inputs", None)
+        if fn is None:
+            raise FactError(f"{args.target.rpartition(':')[0]} defines no {args.inputs_fn!r}")
+        inputs = list(fn())
+    else:
+        raise FactError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
+    agent = None
+    if args.llm:
+        from fact.discover.agent import PlanAgent
+
+        agent = PlanAgent(args.llm, api_base=args.llm_api_base, replay=args.llm_replay)
+    plan = discover(module, inputs, arch=args.arch, precision=args.precision, agent=agent)
+    if args.json:
+        plan.save(args.json)
+    from rich.console import Console
+
+    Console(width=max(160, _console().width)).print(plan.render())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fact", description=__doc__)
     ap.add_argument("--index", help="index folder (default $FACT_INDEX or ./index)")
@@ -162,6 +233,20 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
 
     sub.add_parser("doctor", help="check nvcc, CUDA, GPU, CUTLASS, index and model").set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("plan", help="discover what fact would replace in a module")
+    p.add_argument("target", help="FILE.py:ModuleName")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one per forward argument, e.g. 128,512,768:float32")
+    p.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs)")
+    p.add_argument("--init", help="JSON keyword arguments for the module's constructor")
+    p.add_argument("--arch", choices=["sm80", "sm90"])
+    p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto")
+    p.add_argument("--json", help="also save the plan as JSON here")
+    p.add_argument("--llm", help="a litellm model string: review the plan with that model")
+    p.add_argument("--llm-api-base", help="an OpenAI-compatible endpoint for --llm")
+    p.add_argument("--llm-replay", action="store_true", help="answer only from cached LLM responses")
+    p.set_defaults(func=cmd_plan)
     return ap
 
 

@@ -131,8 +131,14 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
             if lvl == "module" and level is None and not isinstance(module_or_graph, torch.fx.GraphModule):
                 notes.append(f"shape propagation of the symbolic trace failed ({type(exc).__name__}: {exc}); "
                              "retried with torch.export")
-                gm, lvl = _trace(module_or_graph, inputs, "aten", notes)
-                _propagate(gm, inputs)
+                try:
+                    gm, lvl = _trace(module_or_graph, inputs, "aten", notes)
+                    _propagate(gm, inputs)
+                except Exception as again:
+                    raise CaptureError(
+                        f"the inputs do not fit the module: {type(exc).__name__}: {exc} "
+                        f"(torch.export also failed: {type(again).__name__})"
+                    ) from exc
             else:
                 raise CaptureError(f"the inputs do not fit the module: {type(exc).__name__}: {exc}") from exc
     except CaptureError:
@@ -170,15 +176,17 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
 
 
 def example_inputs_from_specs(specs: Sequence[tuple[tuple[int, ...], str]]) -> list[Any]:
-    """Random tensors for (shape, dtype name) pairs, e.g. [((128, 512, 768), "float32")]."""
+    """Tensors for (shape, dtype name) pairs, e.g. [((128, 512, 768), "float32")].
+
+    Capture reads only shapes, dtypes and strides (values flow through fake tensors), so the
+    tensors are left uninitialised: a large input costs address space, not memory traffic.
+    """
     import torch
 
-    gen = torch.Generator().manual_seed(0)
     out = []
     for shape, dtype in specs:
-        dt = getattr(torch, dtype)
-        if dt.is_floating_point:
-            out.append(torch.randn(shape, generator=gen).to(dt))
-        else:
-            out.append(torch.randint(0, 8, shape, generator=gen, dtype=dt))
+        dt = getattr(torch, dtype, None)
+        if not isinstance(dt, torch.dtype):
+            raise CaptureError(f"unknown dtype {dtype!r}: use a torch dtype name such as float32 or bfloat16")
+        out.append(torch.empty(shape, dtype=dt))
     return out

@@ -134,6 +134,14 @@ class KnowledgeBase:
             kb.sync(corpus or [DEFAULT_CORPUS], cutlass_examples=cutlass_examples)
         return kb
 
+    @classmethod
+    def in_memory(cls, corpus: Sequence[Path] | None = None, *, cutlass_examples: bool = True) -> KnowledgeBase:
+        """A lexical-only knowledge base over the corpus files, held in this process: no index,
+        no model, deterministic and fast to open (discovery's default)."""
+        kb = cls(store=MemoryStore(), embedder=None)
+        kb.sync(corpus or [DEFAULT_CORPUS], cutlass_examples=cutlass_examples)
+        return kb
+
     @property
     def model_name(self) -> str:
         return self.embedder.name if self.embedder else "none"

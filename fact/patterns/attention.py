@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fact.patterns.ops import LAYOUT_OPS, Op, op_of
+from fact.patterns.ops import Op, op_of
 from fact.patterns.types import AttentionShape
 
 _MATMULS = frozenset({"matmul", "bmm"})

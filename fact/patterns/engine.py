@@ -135,7 +135,7 @@ def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
     others = [t for t in op.tensors if t is not current]
     if op.kind in ("mul", "div"):
         return "scale" if not others and op.scalars else None
-    if op.kind != "add" or len(others) != 1 or op.scalars and op.scalars[0] != 1.0 and len(op.node.args) > 2:
+    if op.kind != "add" or len(others) != 1 or (op.scalars and op.scalars[0] != 1.0 and len(op.node.args) > 2):
         return None
     other = _spec(others[0])
     if other is None:
@@ -174,7 +174,8 @@ def _epilogue(anchor: Any, root: Any, steps: list[str]) -> tuple[list[str], list
             break
         user = users[0]
         op = op_of(user, root)
-        if op is None or _spec(user) is None or _spec(user).shape != out.shape:
+        user_spec = _spec(user)
+        if op is None or user_spec is None or user_spec.shape != out.shape:
             break
         if op.kind in _PASS_THROUGH:
             nodes.append(user)
@@ -221,7 +222,7 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
     # 1. Attention first: it owns the two matmuls around its softmax.
     for n in graph_nodes:
         op = views[n]
-        if op is None or op.kind not in table.ATTENTION_RULE["anchors"] or n in covered:
+        if op is None or op.kind not in table.ATTENTION_RULE.anchors or n in covered:
             continue
         found: AttentionFound | None = match_sdpa(op, root) if op.kind == "sdpa" else match_softmax(op, root)
         if found is None:
@@ -275,10 +276,10 @@ def _add_attention(found: AttentionFound, result: MatchResult, covered: set[Any]
     reason = None
     if found.shape is None or spec is None:
         reason = f"unsupported dtype {dtype_name}" if dtype_name else "no shape information for q"
-    elif spec.dtype not in rule["dtypes"]:
+    elif spec.dtype not in rule.dtypes:
         reason = f"unsupported dtype {spec.dtype.name.lower()} for fused attention"
-    elif found.shape.head_dim > rule["max_head_dim"] or found.shape.head_dim % 8:
-        reason = f"head dim {found.shape.head_dim} unsupported (multiples of 8 up to {rule['max_head_dim']})"
+    elif found.shape.head_dim > rule.max_head_dim or found.shape.head_dim % 8:
+        reason = f"head dim {found.shape.head_dim} unsupported (multiples of 8 up to {rule.max_head_dim})"
     if reason is not None:
         result.rejections.append(Rejection(anchor.name, "attention", reason, pattern="attention"))
         covered.update(found.nodes)
@@ -289,9 +290,9 @@ def _add_attention(found: AttentionFound, result: MatchResult, covered: set[Any]
     epilogue = ["scale", *(["causal_mask"] if found.shape.mask == "causal" else []),
                 *(["additive_mask"] if found.shape.mask == "additive" else []), "softmax"]
     result.matches.append(Match(
-        pattern=rule["name"], family=rule["family"], anchor=anchor.name, nodes=tuple(n.name for n in nodes),
+        pattern=rule.name, family=rule.family, anchor=anchor.name, nodes=tuple(n.name for n in nodes),
         output=found.output.name, dtype=spec.dtype, precision=precision_for(spec.dtype),
-        realization=rule["realization"], attention=found.shape, epilogue=tuple(epilogue),
+        realization=rule.realization, attention=found.shape, epilogue=tuple(epilogue),
         notes=tuple(found.notes),
     ))
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Canonical names of nodes that only move or re-view data (free for matching purposes).
-LAYOUT_OPS = frozenset({"view", "reshape", "transpose", "permute", "contiguous", "split", "getitem",
+LAYOUT_OPS = frozenset({"getattr", "view", "reshape", "transpose", "permute", "contiguous", "split", "getitem",
                         "unsqueeze", "squeeze", "expand", "size", "chunk", "flatten", "identity",
                         "dropout", "clone", "alias", "type_as", "to", "float", "detach"})
 GEMM_OPS = frozenset({"linear", "matmul", "mm", "addmm", "bmm", "baddbmm"})
@@ -41,7 +41,7 @@ class Op:
 
 def _functions() -> dict[Any, str]:
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     table: dict[Any, str] = {
         torch.matmul: "matmul", operator.matmul: "matmul", torch.mm: "mm", torch.bmm: "bmm",
@@ -58,6 +58,7 @@ def _functions() -> dict[Any, str]:
         torch.flatten: "flatten", operator.getitem: "getitem", torch.tril: "tril", torch.ones: "ones",
         operator.eq: "eq", torch.eq: "eq", torch.masked_fill: "masked_fill", math.sqrt: "pysqrt",
         torch.layer_norm: "layer_norm", F.layer_norm: "layer_norm", F.embedding: "embedding",
+        getattr: "getattr", torch.t: "transpose",
     }
     return table
 

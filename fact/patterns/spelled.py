@@ -18,7 +18,7 @@ MAX_REGION = 16
 
 def _references() -> dict[str, Any]:
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     return {
         "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
@@ -83,7 +83,7 @@ def spelled_activation(x: Any, root: Any) -> tuple[str, list[Any]] | None:
         nodes = sorted(closure, key=order.__getitem__)
         try:
             got = _evaluate(nodes, x, root, sample)
-        except Exception:  # noqa: BLE001 - an op that cannot run on samples is no activation
+        except Exception:
             continue
         if not isinstance(got, torch.Tensor) or got.shape != sample.shape:
             continue

@@ -64,15 +64,22 @@ GEMM_RULES: tuple[GemmRule, ...] = (
              "plain GEMM (mm, matmul, linear, addmm; N-D x 2-D flattened)"),
 )
 
-ATTENTION_RULE = {
-    "name": "attention",
-    "family": OpFamily.FMHA,
-    "anchors": frozenset({"softmax", "sdpa"}),
-    "realization": "fmha",
-    "dtypes": frozenset({DType.F32, DType.F16, DType.BF16}),
-    "max_head_dim": 128,
-    "description": "q.k^T -> scale -> mask (causal or additive) -> softmax -> .v, or scaled_dot_product_attention",
-}
+@dataclass(frozen=True)
+class AttentionRule:
+    name: str
+    family: OpFamily
+    anchors: frozenset[str]
+    realization: str
+    dtypes: frozenset[DType]
+    max_head_dim: int
+    description: str
+
+
+ATTENTION_RULE = AttentionRule(
+    name="attention", family=OpFamily.FMHA, anchors=frozenset({"softmax", "sdpa"}), realization="fmha",
+    dtypes=frozenset({DType.F32, DType.F16, DType.BF16}), max_head_dim=128,
+    description="q.k^T -> scale -> mask (causal or additive) -> softmax -> .v, or scaled_dot_product_attention",
+)
 
 MLP_GROUP = "mlp"  # linear -> activation -> linear, recorded as a group over two GEMM matches
 
@@ -81,8 +88,8 @@ def pattern_table() -> list[dict[str, str]]:
     """The table as rows, for display and for the LLM agent's prompt."""
     rows = [{"pattern": r.name, "family": r.family.value, "realization": r.realization,
              "description": r.description} for r in GEMM_RULES]
-    rows.insert(0, {"pattern": ATTENTION_RULE["name"], "family": OpFamily.FMHA.value,
-                    "realization": ATTENTION_RULE["realization"], "description": ATTENTION_RULE["description"]})
+    rows.insert(0, {"pattern": ATTENTION_RULE.name, "family": ATTENTION_RULE.family.value,
+                    "realization": ATTENTION_RULE.realization, "description": ATTENTION_RULE.description})
     rows.append({"pattern": MLP_GROUP, "family": OpFamily.MLP.value, "realization": "gemm_epilogue x2",
                  "description": "linear -> activation -> linear (grouped GEMM matches)"})
     return rows

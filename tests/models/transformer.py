@@ -7,7 +7,7 @@ import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
+from torch.nn import functional as F
 
 
 class NewGELU(nn.Module):
@@ -26,7 +26,7 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd = n_head, n_embd
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.size()  # noqa: N806
+        B, T, C = x.size()
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)

@@ -1,0 +1,95 @@
+"""capture -> match -> retrieve -> estimate -> (review) -> Plan."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fact.capture import capture
+from fact.discover.cost import estimate
+from fact.discover.plan import Exemplar, Plan, PlanItem
+from fact.patterns import match_graph
+from fact.patterns.registry import PatternRegistry
+
+log = logging.getLogger(__name__)
+
+
+def detect_arch() -> tuple[str, str | None]:
+    """The architecture of the current GPU, or sm90 with a note when there is none."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            from fact.core.enums import Arch
+
+            major, minor = torch.cuda.get_device_capability()
+            return Arch.from_capability(major, minor).value, None
+    except Exception as exc:
+        log.debug("no GPU: %s", exc)
+    return "sm90", "no CUDA GPU here: planning for sm90 (pass arch= to choose)"
+
+
+def discover(
+    module: Any,
+    example_inputs: Sequence[Any] = (),
+    *,
+    arch: str | None = None,
+    precision: str = "auto",
+    kb: Any = None,
+    k: int = 3,
+    agent: Any = None,
+    registry: PatternRegistry | None = None,
+    level: str | None = None,
+) -> Plan:
+    """Capture `module`, match the pattern table, retrieve exemplars and order by time saved.
+
+    Args:
+        module: an nn.Module or a torch.fx.GraphModule.
+        example_inputs: tensors for the forward call (shapes and dtypes are what matter).
+        arch: "sm80" or "sm90" (default: the current GPU's, else sm90).
+        precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32.
+        kb: a KnowledgeBase to retrieve from (default: the corpus in memory, lexical).
+        k: exemplars per match.
+        agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
+        registry: verified patterns from earlier runs (default: the user cache).
+        level: force the capture level ("module" or "aten").
+
+    Raises:
+        CaptureError: when the module cannot be traced or the inputs do not fit it.
+    """
+    notes: list[str] = []
+    if arch is None:
+        arch, note = detect_arch()
+        if note:
+            notes.append(note)
+    if arch not in ("sm80", "sm90"):
+        raise ValueError(f"arch must be 'sm80' or 'sm90', got {arch!r}")
+    captured = capture(module, example_inputs, level=level)  # type: ignore[arg-type]
+    notes.extend(captured.trace_notes)
+    result = match_graph(captured, arch=arch, precision=precision)
+    if not result.matches:
+        notes.append("no subgraph matched a pattern: the module keeps its original ops")
+    if kb is None and result.matches:
+        from fact.knowledge.base import KnowledgeBase
+
+        kb = KnowledgeBase.in_memory()
+    registry = registry or PatternRegistry()
+    items = []
+    for m in result.matches:
+        hits = kb.query(m.describe(), arch=arch, k=k) if kb is not None else []
+        est = estimate(m, arch)
+        items.append(PlanItem(
+            match=m,
+            exemplars=tuple(Exemplar(h.id, round(h.score, 6), h.path, str(h.metadata.get("source"))) for h in hits),
+            eager_ms=est.eager_s * 1e3, tuned_ms=est.tuned_s * 1e3,
+            verified_before=registry.lookup(m, arch),
+        ))
+    items.sort(key=lambda i: (-i.saved_ms, i.match.anchor))
+    plan = Plan(
+        module=type(module).__name__, arch=arch, level=captured.level, precision_policy=precision,
+        items=tuple(items), rejections=tuple(result.rejections), groups=tuple(result.groups), notes=tuple(notes),
+    )
+    if agent is not None:
+        plan = agent.review(plan, captured, kb)
+    return plan

@@ -1,0 +1,152 @@
+"""Discovery on test modules at benchmark shapes: the exact matches, rejections and groups."""
+
+import json
+import socket
+
+import pytest
+import torch
+
+from fact.capture import capture
+from fact.capture.trace import CaptureError
+from fact.core.enums import Layout, Precision
+from fact.discover import Plan, discover
+from fact.patterns import match_graph
+from fact.patterns.registry import PatternRegistry
+
+from .models.transformer import Block
+from .models.zoo import CASES, Case, MatMul, MatMulTransposed
+
+
+@pytest.fixture(scope="module")
+def kb():
+    from fact.knowledge.base import KnowledgeBase
+
+    return KnowledgeBase.in_memory()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case(case: Case, kb, tmp_path) -> None:
+    result = match_graph(capture(case.module(), case.inputs()), arch="sm90")  # matches in graph order
+    assert [(m.pattern, m.epilogue) for m in result.matches] == case.expected
+    assert len(result.rejections) == len(case.rejected), result.rejections
+    for rej, needle in zip(result.rejections, case.rejected, strict=True):
+        assert needle in rej.reason
+    assert [g.kind for g in result.groups] == case.groups
+
+    plan = discover(case.module(), case.inputs(), arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
+    assert sorted(m.id for m in plan.matches) == sorted(m.id for m in result.matches)
+    saved = [i.saved_ms for i in plan.items]
+    assert saved == sorted(saved, reverse=True)
+    for item in plan.items:
+        assert item.exemplars, item.match.id
+        assert all(e.id.startswith(("sm90_", "cutlass/")) for e in item.exemplars)
+        assert item.eager_ms > 0 and item.tuned_ms > 0
+    if not case.expected:
+        assert any("keeps its original ops" in n for n in plan.notes)
+
+
+def test_problem_shapes_layouts_and_precision() -> None:
+    [m] = match_graph(capture(MatMulTransposed(), [torch.empty(4096, 1024), torch.empty(2048, 4096)])).matches
+    assert (m.problem.m, m.problem.n, m.problem.k) == (1024, 2048, 4096)
+    assert m.layouts == (Layout.COL, Layout.COL)
+    assert m.precision is Precision.EXACT  # PyTorch's own fp32 default: no TF32
+    [m] = match_graph(capture(MatMul(), [torch.empty(16, 1024, 4096), torch.empty(4096, 4096)])).matches
+    assert (m.problem.m, m.problem.batch) == (16 * 1024, 1)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        [m] = match_graph(capture(MatMul(), [torch.empty(512, 512)] * 2)).matches
+        assert m.precision is Precision.TF32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def test_block_matches_at_both_capture_levels() -> None:
+    block, x = Block(n_embd=64, n_head=2, block_size=64), [torch.empty(2, 64, 64)]
+    aten = match_graph(capture(block, x, level="aten"))
+    assert [m.pattern for m in aten.matches] == ["gemm_epilogue", "attention", "gemm_epilogue", "gemm_epilogue", "gemm_epilogue"]
+    [attn] = [m for m in aten.matches if m.attention]
+    assert attn.attention.mask == "causal" and attn.attention.head_dim == 32 and attn.attention.heads == 2
+    with pytest.raises(CaptureError, match="symbolic_trace failed"):
+        capture(block, x, level="module")
+
+
+def test_module_level_and_aten_level_agree() -> None:
+    from .models.zoo import Act
+
+    mod, x = Act(256, 512, torch.nn.GELU(approximate="tanh")), [torch.empty(64, 256)]
+    a = match_graph(capture(mod, x, level="module")).matches
+    b = match_graph(capture(mod, x, level="aten")).matches
+    assert [(m.pattern, m.epilogue, m.problem) for m in a] == [(m.pattern, m.epilogue, m.problem) for m in b]
+
+
+def test_plan_json_roundtrip_and_determinism(tmp_path, kb) -> None:
+    block, x = Block(), [torch.empty(128, 512, 768)]
+    plan = discover(block, x, arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    assert Plan.load(path) == plan
+    again = discover(block, x, arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
+    assert again.to_json() == plan.to_json()
+    assert json.loads(plan.to_json())["items"][0]["match"]["pattern"] == "attention"
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    console.print(plan.render())
+    text = console.export_text()
+    assert "attention" in text and "layer_norm" in text and "saved ms" in text
+
+
+def test_discovery_needs_no_network(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts: list[object] = []
+
+    def refuse(self, addr):
+        attempts.append(addr)
+        raise OSError("network unreachable (test)")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    plan = discover(Block(n_embd=64, n_head=2, block_size=64), [torch.empty(2, 64, 64)], arch="sm80",
+                    registry=PatternRegistry(tmp_path / "r.json"))
+    assert attempts == [] and len(plan.items) == 5
+    assert all(e.id.startswith(("sm80_", "cutlass/")) for i in plan.items for e in i.exemplars)
+
+
+def test_verified_patterns_are_reused(tmp_path, kb) -> None:
+    registry = PatternRegistry(tmp_path / "verified.json")
+    mod, x = MatMul(), [torch.empty(4000, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)]
+    first = discover(mod, x, arch="sm90", kb=kb, registry=registry)
+    assert first.items[0].verified_before is None
+    registry.record(first.items[0].match, "sm90", "sm90_gemm_bf16_tt_128x256x64_c2x1_coop")
+    # a different shape in the same power-of-two bucket reuses it; another arch does not
+    similar = discover(mod, [torch.empty(3000, 4096, dtype=torch.bfloat16), x[1]], arch="sm90", kb=kb, registry=registry)
+    assert similar.items[0].verified_before == "sm90_gemm_bf16_tt_128x256x64_c2x1_coop"
+    assert discover(mod, x, arch="sm80", kb=kb, registry=registry).items[0].verified_before is None
+    (tmp_path / "verified.json").write_text("{broken")
+    assert registry.lookup(first.items[0].match, "sm90") is None and len(registry) == 0
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x @ x
+        return x
+
+
+def test_untraceable_module_is_a_clear_error() -> None:
+    with pytest.raises(CaptureError, match=r"neither torch\.fx\.symbolic_trace nor torch\.export"):
+        discover(DataDependent(), [torch.randn(64, 64)], arch="sm90")
+
+
+def test_wrong_input_shape_is_a_clear_error() -> None:
+    with pytest.raises(CaptureError, match="inputs do not fit"):
+        discover(torch.nn.Linear(128, 256), [torch.empty(4, 100)], arch="sm90")
+
+
+def test_graph_module_input() -> None:
+    gm = torch.fx.symbolic_trace(MatMul())
+    plan = discover(gm, [torch.empty(1024, 1024), torch.empty(1024, 1024)], arch="sm90")
+    assert plan.level == "module" and [i.match.pattern for i in plan.items] == ["gemm"]
+
+
+def test_bad_arch() -> None:
+    with pytest.raises(ValueError, match="sm80"):
+        discover(MatMul(), [torch.empty(8, 8)] * 2, arch="sm75")
