@@ -1,5 +1,6 @@
-"""Building CUDA code: the toolchain (nvcc, CUTLASS headers) and compile checks."""
+"""Building CUDA code: the toolchain (nvcc, CUTLASS headers), compile checks, the build cache."""
 
-from fact.build.toolchain import Toolchain, compile_check
+from fact.build.cache import BuildCache, BuildRequest, Built, cuda_request
+from fact.build.toolchain import Toolchain, compile_check, find_toolchain
 
-__all__ = ["Toolchain", "compile_check"]
+__all__ = ["BuildCache", "BuildRequest", "Built", "Toolchain", "compile_check", "cuda_request", "find_toolchain"]

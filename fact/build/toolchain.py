@@ -37,10 +37,12 @@ class Toolchain:
             *self.extra_includes,
         )
 
-    def command(self, source: Path, output: Path, arch: Arch, includes: tuple[Path, ...] = ()) -> list[str]:
-        """The nvcc command line that builds `source` for `arch` into `output`."""
+    def command(self, source: Path, output: Path, arch: Arch, includes: tuple[Path, ...] = (),
+                object_only: bool = False) -> list[str]:
+        """The nvcc command line that builds `source` for `arch` into `output` (an object with -c)."""
         incs = [f"-I{p}" for p in (*self.includes, *includes)]
-        return [str(self.nvcc), *BASE_FLAGS, *arch.gencode, *incs, "-o", str(output), str(source)]
+        return [str(self.nvcc), *BASE_FLAGS, *arch.gencode, *incs, *(["-c"] if object_only else []),
+                "-o", str(output), str(source)]
 
 
 def cutlass_source_root() -> tuple[Path, str]:
@@ -123,6 +125,7 @@ def compile_check(
     output: Path | None = None,
     timeout: float = 600.0,
     toolchain: Toolchain | None = None,
+    object_only: bool = False,
 ) -> Path:
     """Compile `source` for `arch` and return the binary's path.
 
@@ -132,7 +135,7 @@ def compile_check(
     tc = toolchain or find_toolchain()
     workdir = Path(tempfile.mkdtemp(prefix="fact-vet-"))
     out = output or workdir / Path(source).stem
-    cmd = tc.command(Path(source), out, arch, includes)
+    cmd = tc.command(Path(source), out, arch, includes, object_only=object_only)
     log = workdir / "nvcc.log"
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

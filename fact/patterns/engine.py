@@ -155,8 +155,26 @@ def _fits(steps: list[str], step: str) -> bool:
     return used < table.EPILOGUE_CAPACITY.get(group, 1)
 
 
-def _epilogue(anchor: Any, root: Any, steps: list[str]) -> tuple[list[str], list[Any], Any]:
-    """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node)."""
+def _step_args(op: Op, step: str) -> tuple[float | None, float | None]:
+    """The constants a step carries into the kernel."""
+    if step == "scale":
+        s = op.scalars[0]
+        return (s if op.kind == "mul" else 1.0 / s, None)
+    if step == "leaky_relu":
+        return (float(op.attrs.get("negative_slope", 0.01)), None)
+    if step == "clamp":
+        lo, hi = op.attrs.get("min"), op.attrs.get("max")
+        if op.kind == "hardtanh":
+            lo = -1.0 if lo is None else lo
+            hi = 1.0 if hi is None else hi
+        return (None if lo is None else float(lo), None if hi is None else float(hi))
+    return (None, None)
+
+
+def _epilogue(anchor: Any, root: Any, steps: list[str],
+              args: list[tuple[float | None, float | None]]) -> tuple[list[str], list[Any], Any]:
+    """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node) and fills
+    `args` with each step's constants."""
     out = _spec(anchor)
     nodes: list[Any] = []
     current = anchor
@@ -166,6 +184,7 @@ def _epilogue(anchor: Any, root: Any, steps: list[str]) -> tuple[list[str], list
             spelled = spelled_activation(current, root)
             if spelled and _fits(steps, spelled[0]):
                 steps.append(spelled[0])
+                args.append((None, None))
                 nodes += spelled[1]
                 current = spelled[1][-1]
                 continue
@@ -194,11 +213,13 @@ def _epilogue(anchor: Any, root: Any, steps: list[str]) -> tuple[list[str], list
             spelled = spelled_activation(current, root)
             if spelled and _fits(steps, spelled[0]):
                 steps.append(spelled[0])
+                args.append((None, None))
                 nodes += spelled[1]
                 current = spelled[1][-1]
                 continue
             break
         steps.append(step)
+        args.append(_step_args(op, step))
         nodes.append(user)
         current = user
     return steps, nodes, current
@@ -248,7 +269,8 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
             covered.add(n)
             continue
         initial = (["bias"] if gemm.bias else []) + (["residual"] if gemm.residual else [])
-        steps, ep_nodes, last = _epilogue(n, root, initial)
+        step_args: list[tuple[float | None, float | None]] = [(None, None)] * len(initial)
+        steps, ep_nodes, last = _epilogue(n, root, initial, step_args)
         rule = next(r for r in table.GEMM_RULES if op.kind in r.anchors and r.when(gemm.problem, tuple(steps), arch))
         nodes = sorted([n, *ep_nodes], key=order.__getitem__)
         covered.update(nodes)
@@ -259,6 +281,7 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
             pattern=rule.name, family=rule.family, anchor=n.name, nodes=tuple(x.name for x in nodes),
             output=last.name, dtype=gemm.dtype, precision=prec, realization=rule.realization,
             problem=gemm.problem, layouts=gemm.layouts, epilogue=tuple(steps), notes=tuple(notes),
+            epilogue_args=tuple(step_args),
         ))
 
     _group_mlps(result, root)

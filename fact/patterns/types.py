@@ -42,6 +42,8 @@ class Match:
     epilogue: tuple[str, ...] = ()
     attention: AttentionShape | None = None
     notes: tuple[str, ...] = ()
+    # constants of each epilogue step (scale factor, leaky slope, clamp bounds), aligned with `epilogue`
+    epilogue_args: tuple[tuple[float | None, float | None], ...] = ()
 
     @property
     def id(self) -> str:
@@ -83,6 +85,7 @@ class Match:
         d["attention"] = AttentionShape(**d["attention"]) if d.get("attention") else None
         for key in ("nodes", "epilogue", "notes"):
             d[key] = tuple(d.get(key, ()))
+        d["epilogue_args"] = tuple(tuple(x) for x in d.get("epilogue_args", ()))
         return cls(**d)
 
 

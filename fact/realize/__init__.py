@@ -1,0 +1,51 @@
+"""Stage 2a, realize: KernelSpec -> jinja2 template -> CUDA sources -> built extension.
+
+    spec = spec_for(match, "sm90")               # the default kernel for a discovered match
+    rendered = render(spec, exemplars=("sm90_gemm_evt_bias_gelu",))
+    kernel = build(rendered)                     # cached by content; GPU machines only
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fact.realize.choose import spec_for
+from fact.realize.render import Rendered, render
+from fact.realize.spec import (
+    FmhaSpec,
+    GemmSpec,
+    KernelSpec,
+    Mode,
+    Schedule,
+    Scheduler,
+    Sm80Tiles,
+    Sm90Tiles,
+    SpecError,
+    Step,
+)
+
+
+def arch_list(spec: KernelSpec) -> str:
+    """TORCH_CUDA_ARCH_LIST for a spec: sm90a for the Hopper families, sm80 + PTX otherwise."""
+    return "9.0a" if spec.family in ("sm90_gemm", "fmha_sm90") else "8.0+PTX"
+
+
+def build(rendered: Rendered, cache: Any = None) -> Any:
+    """Build (or load from the cache) the extension of a rendered kernel; returns a callable.
+
+    Raises:
+        BuildError: with the compiler log and the command to reproduce it.
+    """
+    from fact.build.cache import BuildCache, cuda_request
+    from fact.build.toolchain import find_toolchain
+    from fact.realize.kernel import wrap
+
+    tc = find_toolchain()
+    includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / inc) for inc in rendered.includes]
+    req = cuda_request(rendered.spec.name, rendered.sources, arch_list(rendered.spec), includes)
+    built = (cache or BuildCache()).get(req)
+    return wrap(rendered.spec, built.module)
+
+
+__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Rendered", "Schedule", "Scheduler", "Sm80Tiles",
+           "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "render", "spec_for"]

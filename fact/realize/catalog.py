@@ -1,0 +1,85 @@
+"""A representative kernel of every family and option: what CI compile-checks and what the GPU
+evidence run builds, verifies and times."""
+
+from __future__ import annotations
+
+from fact.core.enums import Arch, DType, Precision
+from fact.core.enums import Layout as L
+from fact.realize.spec import (
+    FmhaSpec,
+    GemmSpec,
+    KernelSpec,
+    Mode,
+    Schedule,
+    Scheduler,
+    Sm80Tiles,
+    Sm90Tiles,
+    Step,
+)
+
+BF16, F16, F32 = DType.BF16, DType.F16, DType.F32
+P16, PB16, EXACT, TF32 = Precision.FP16, Precision.BF16, Precision.EXACT, Precision.TF32
+ROW, COL = L.ROW, L.COL
+COOP = Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
+COOP128 = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
+PING = Sm90Tiles((128, 128, 64), (1, 1), Schedule.PINGPONG, Scheduler.PERSISTENT)
+WS = Sm90Tiles((64, 128, 64), (1, 2), Schedule.WARP_SPECIALIZED, Scheduler.PERSISTENT)
+STREAMK = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
+TF32_TILES = Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
+T16 = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3)
+T16_SPLIT = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3, split_k=8)
+T3X = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4)
+TTF32 = Sm80Tiles((128, 128, 16), (64, 64, 16), (16, 8, 8), 4)
+TSIMT = Sm80Tiles((128, 128, 8), (32, 64, 8), (1, 1, 1), 4)
+
+
+def sm90_gemms() -> list[GemmSpec]:
+    s = Step
+    return [
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.GEMM, COOP),
+        GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("relu")), Mode.GEMM, PING),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_tanh"), s("residual")), Mode.GEMM, COOP),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_erf")), Mode.GEMM, WS),
+        GemmSpec(Arch.SM90, F32, TF32, ROW, COL, (), Mode.GEMM, TF32_TILES),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.STREAMK, STREAMK),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, ROW, (), Mode.BATCHED, COOP128),
+        GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("silu")), Mode.GEMM, COOP128),
+        GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("scale", 0.5), s("sigmoid")), Mode.GEMM, COOP128),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("tanh"), s("residual")), Mode.GEMM, PING),
+        GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("leaky_relu", 0.1), s("clamp", -0.5, 0.5)), Mode.GEMM, COOP128),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("mish")), Mode.GEMM, COOP128),
+    ]
+
+
+def sm80_gemms() -> list[GemmSpec]:
+    s = Step
+    return [
+        GemmSpec(Arch.SM80, BF16, PB16, ROW, COL, (s("bias"), s("gelu_tanh")), Mode.GEMM, T16),
+        GemmSpec(Arch.SM80, F16, P16, ROW, ROW, (s("residual"), s("relu")), Mode.GEMM, T16),
+        GemmSpec(Arch.SM80, F32, EXACT, ROW, COL, (), Mode.GEMM, T3X),
+        GemmSpec(Arch.SM80, F32, TF32, ROW, COL, (), Mode.GEMM, TTF32),
+        GemmSpec(Arch.SM80, F32, EXACT, COL, ROW, (s("bias"), s("sigmoid")), Mode.GEMM, TSIMT),
+        GemmSpec(Arch.SM80, BF16, PB16, ROW, ROW, (), Mode.BATCHED, T16),
+        GemmSpec(Arch.SM80, BF16, PB16, ROW, COL, (), Mode.SPLITK_SERIAL, T16_SPLIT),
+        GemmSpec(Arch.SM80, F16, P16, ROW, COL, (), Mode.SPLITK_PARALLEL, T16_SPLIT),
+        GemmSpec(Arch.SM80, F16, P16, ROW, COL, (s("bias"),), Mode.STREAMK, T16),
+        GemmSpec(Arch.SM80, F16, P16, ROW, COL, (s("bias"), s("mish")), Mode.GEMM, T16),
+        GemmSpec(Arch.SM80, BF16, PB16, ROW, COL, (s("scale", 2.0), s("leaky_relu", 0.2), s("clamp", -1.0, 1.0)),
+                 Mode.GEMM, T16),
+        GemmSpec(Arch.SM80, F16, P16, ROW, COL, (s("residual"), s("silu"), s("tanh")), Mode.GEMM, T16),
+        GemmSpec(Arch.SM80, BF16, PB16, ROW, COL, (s("bias"), s("gelu_erf")), Mode.GEMM, T16),
+    ]
+
+
+def attention() -> list[FmhaSpec]:
+    return [
+        FmhaSpec(Arch.SM80, BF16, 128, True),
+        FmhaSpec(Arch.SM80, F32, 128, True),
+        FmhaSpec(Arch.SM80, F16, 64, False),
+        FmhaSpec(Arch.SM90, F16, 128, True),
+        FmhaSpec(Arch.SM90, BF16, 64, True),
+    ]
+
+
+def representative() -> list[KernelSpec]:
+    return [*sm90_gemms(), *sm80_gemms(), *attention()]

@@ -1,0 +1,69 @@
+"""Built kernels as callables on torch tensors."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+def _launch_context(t: Any) -> tuple[int, int]:
+    """The current stream's handle and the SM count of the tensor's device."""
+    import torch
+
+    return int(torch.cuda.current_stream(t.device).cuda_stream), _sm_count(t.device.index or 0)
+
+
+@dataclass
+class GemmKernel:
+    """out = chain(a @ b) for 2-D or (batched) 3-D operands; bias [N] and residual like out."""
+
+    spec: GemmSpec
+    module: Any
+
+    def __call__(self, a: Any, b: Any, bias: Any = None, residual: Any = None, out: Any = None) -> Any:
+        import torch
+
+        if out is None:
+            shape = (*a.shape[:-1], b.shape[-1])
+            out = torch.empty(shape, dtype=a.dtype, device=a.device)
+        self.module.run(a, b, bias, residual, out, *_launch_context(out))
+        return out
+
+    @property
+    def batched(self) -> bool:
+        return self.spec.mode is Mode.BATCHED
+
+
+@dataclass
+class AttentionKernel:
+    """out = softmax(scale * q k^T [causal]) v for [B, H, S, D] tensors (unit stride in D)."""
+
+    spec: FmhaSpec
+    module: Any
+
+    def __call__(self, q: Any, k: Any, v: Any, scale: float | None = None, out: Any = None) -> Any:
+        import torch
+
+        if scale is None:
+            scale = q.shape[-1] ** -0.5
+        if out is None:
+            b, h, s, d = q.shape
+            # [B, S, H, D] memory seen as [B, H, S, D]: what both kernels write, and what the
+            # usual head merge (transpose(1, 2).reshape(B, S, H*D)) reads without a copy
+            out = torch.empty((b, s, h, d), dtype=q.dtype, device=q.device).transpose(1, 2)
+        self.module.run(q, k, v, float(scale), self.spec.causal, out, *_launch_context(out))
+        return out
+
+
+def wrap(spec: KernelSpec, module: Any) -> GemmKernel | AttentionKernel:
+    return GemmKernel(spec, module) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)

@@ -1,0 +1,179 @@
+"""Rendering a KernelSpec into C++ sources: one jinja2 Environment, StrictUndefined."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from fact.core.enums import DType, Layout
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Sm80Tiles, Sm90Tiles, Step
+
+TEMPLATES = Path(__file__).with_name("templates")
+ENV = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True, trim_blocks=False, lstrip_blocks=False, autoescape=False,
+)
+# A C++ float literal that round-trips the Python float ("1.0f", "0.10206207261596577f").
+ENV.filters["cfloat"] = lambda value: f"{float(value)!r}f"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The sources of one kernel: file name -> text, plus what it needs to build."""
+
+    spec: KernelSpec
+    sources: dict[str, str]
+    includes: tuple[str, ...]  # include dirs relative to the CUTLASS source root
+    exemplars: tuple[str, ...]
+
+    @property
+    def kernel_file(self) -> str:
+        return next(n for n in self.sources if n.endswith(".cu"))
+
+
+def _chain_text(steps: tuple[Step, ...]) -> str:
+    text = "A.B"
+    for s in steps:
+        if s.kind == "bias":
+            text = f"{text} + bias[n]"
+        elif s.kind == "residual":
+            text = f"{text} + residual"
+        elif s.kind == "scale":
+            text = f"({text}) * {s.a:g}"
+        else:
+            text = f"{s.kind}({text})"
+    return text
+
+
+def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
+    t = spec.tiles
+    assert isinstance(t, Sm80Tiles)
+    kinds = [s.kind for s in spec.epilogue]
+    source = next((i for i, k in enumerate(kinds) if k in ("bias", "residual")), None)
+    pre = spec.epilogue[:source] if source is not None else ()
+    post_all = spec.epilogue[source + 1:] if source is not None else spec.epilogue
+    alpha = 1.0
+    for s in pre:
+        alpha *= float(s.a or 1.0)
+    post = post_all
+    if source is None:  # leading scales fold into alpha
+        lead = 0
+        while lead < len(post) and post[lead].kind == "scale":
+            alpha *= float(post[lead].a or 1.0)
+            lead += 1
+        post = post[lead:]
+    math = spec.math
+    element_ab = {"tensorop": spec.dtype.cutlass}.get(math, "float")
+    align = {"tensorop": 8, "tf32": 4, "3xtf32": 4, "simt": 1}[math]
+    universal_mode = {Mode.GEMM: "kGemm", Mode.BATCHED: "kBatched", Mode.SPLITK_SERIAL: "kGemm",
+                      Mode.STREAMK: "kGemm", Mode.SPLITK_PARALLEL: "kGemm"}[spec.mode]
+    batch_count = {Mode.BATCHED: "g.batch", Mode.SPLITK_SERIAL: str(t.split_k)}.get(spec.mode, "1")
+    swizzle = ("cutlass::gemm::threadblock::ThreadblockSwizzleStreamK" if spec.mode is Mode.STREAMK
+               else f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{t.swizzle}>")
+    source_kind = kinds[source] if source is not None else None
+    source_ptr, source_ld, source_batch = {
+        "bias": ("g.bias", "0", "0"),  # ldc = 0 broadcasts the [n] vector over every row
+        "residual": ("g.c", "g.ldc", "g.batch_c"),
+        None: ("g.d", "g.ldd", "g.batch_d"),  # never read: beta = 0
+    }[source_kind]
+    return {
+        "source_ptr": source_ptr, "source_ld": source_ld, "source_batch": source_batch,
+        "element_ab": element_ab,
+        "element_c": spec.dtype.cutlass,
+        "layout_a": spec.layout_a.cutlass,
+        "layout_b": spec.layout_b.cutlass,
+        "align_ab": align,
+        "epilogue_count": 1 if math == "simt" else 128 // spec.dtype.bits,
+        "scale_type": "NoBetaScaling" if source is not None else "OnlyAlphaScaling",
+        "has_source": source is not None,
+        "alpha": alpha,
+        "post_steps": list(post),
+        "tb": t.threadblock, "warp": t.warp, "inst": t.instruction, "stages": t.stages,
+        "split_k": t.split_k,
+        "op_class": "cutlass::arch::OpClassSimt" if math == "simt" else "cutlass::arch::OpClassTensorOp",
+        "math_operator": ("cutlass::arch::OpMultiplyAddFastF32" if math == "3xtf32"
+                          else "cutlass::arch::OpMultiplyAdd"),
+        "swizzle": swizzle,
+        "universal_mode": universal_mode,
+        "batch_count": batch_count,
+    }
+
+
+def _stride(layout: Layout, operand: str) -> dict[str, str]:
+    """CuTe stride type and value for a 3.x operand with a leading dimension and a batch stride."""
+    ld, batch = f"g.ld{operand}", f"g.batch_{operand}"
+    k_major = (operand == "a" and layout is Layout.ROW) or (operand == "b" and layout is Layout.COL)
+    if operand in ("c", "d") or k_major:
+        return {"type": "cute::Stride<int64_t, cute::Int<1>, int64_t>",
+                "value": f"cute::make_stride(int64_t({ld}), cute::Int<1>{{}}, int64_t({batch}))"}
+    return {"type": "cute::Stride<cute::Int<1>, int64_t, int64_t>",
+            "value": f"cute::make_stride(cute::Int<1>{{}}, int64_t({ld}), int64_t({batch}))"}
+
+
+def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
+    t = spec.tiles
+    assert isinstance(t, Sm90Tiles)
+    nodes: list[dict[str, Any]] = []
+    for i, step in enumerate(spec.epilogue):
+        last = i == len(spec.epilogue) - 1
+        nodes.append({"step": step, "index": i + 1, "out": "ElementD" if last else "float"})
+    return {
+        "element": spec.dtype.cutlass,
+        "element_ab": "cutlass::tfloat32_t" if spec.math == "tf32" else spec.dtype.cutlass,
+        "layout_a": spec.layout_a.cutlass,
+        "layout_b": spec.layout_b.cutlass,
+        "align_ab": 128 // (32 if spec.math == "tf32" else spec.dtype.bits),
+        "align_cd": 128 // spec.dtype.bits,
+        "tile": t.tile, "cluster": t.cluster,
+        "kernel_schedule": t.schedule.kernel, "epilogue_schedule": t.schedule.epilogue,
+        "scheduler": t.scheduler.cutlass,
+        "nodes": nodes,
+        "uses_source": any(s.kind == "residual" for s in spec.epilogue),
+        "stride_a": _stride(spec.layout_a, "a"), "stride_b": _stride(spec.layout_b, "b"),
+        "stride_d": _stride(Layout.ROW, "d"), "stride_c": _stride(Layout.ROW, "c"),
+        "batched": spec.mode is Mode.BATCHED,
+    }
+
+
+def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
+    """Render the kernel and binding sources of a (validated) spec."""
+    spec.validate()
+    common = {"name": spec.name, "key": spec.key, "exemplars": list(exemplars)}
+    abi = ENV.get_template("abi.h.j2").render()
+    if isinstance(spec, GemmSpec):
+        if isinstance(spec.tiles, Sm90Tiles):
+            ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}
+            kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
+        else:
+            ctx = {**common, **_sm80_context(spec), "math": spec.math, "mode": spec.mode.value,
+                   "chain_text": _chain_text(spec.epilogue)}
+            kernel = ENV.get_template("sm80_gemm.cu.j2").render(**ctx)
+        binding = ENV.get_template("binding.cpp.j2").render(
+            **common, kind="gemm", source_kind=_source_kind(spec), dtype=_torch_dtype(spec.dtype),
+            batched=spec.mode is Mode.BATCHED)
+        includes: tuple[str, ...] = ()
+    else:
+        assert isinstance(spec, FmhaSpec)
+        template = "fmha_sm80.cu.j2" if spec.family == "fmha_sm80" else "fmha_sm90.cu.j2"
+        kernel = ENV.get_template(template).render(
+            **common, element=spec.dtype.cutlass, head_dim=spec.head_dim, causal=spec.causal,
+            queries_per_block=spec.queries_per_block, keys_per_block=spec.keys_per_block)
+        binding = ENV.get_template("binding.cpp.j2").render(
+            **common, kind="attention", source_kind="none", dtype=_torch_dtype(spec.dtype), batched=False)
+        includes = (("examples/41_fused_multi_head_attention",) if spec.family == "fmha_sm80"
+                    else ("examples/88_hopper_fmha",))
+    return Rendered(spec=spec, sources={"fact_abi.h": abi, f"{spec.name}.cu": kernel, "binding.cpp": binding},
+                    includes=includes, exemplars=tuple(exemplars))
+
+
+def _source_kind(spec: GemmSpec) -> str:
+    kinds = {s.kind for s in spec.epilogue}
+    return "both" if {"bias", "residual"} <= kinds else "bias" if "bias" in kinds else (
+        "residual" if "residual" in kinds else "none")
+
+
+def _torch_dtype(dtype: DType) -> str:
+    return {DType.F32: "at::kFloat", DType.BF16: "at::kBFloat16", DType.F16: "at::kHalf"}[dtype]

@@ -1,0 +1,297 @@
+"""KernelSpec: everything that decides a kernel's source, as a frozen, hashable value.
+
+A spec names itself procedurally (every axis in the name) and keys itself by the sha256 of
+its canonical JSON. Unsupported combinations are refused here, with the reason, before any
+source is rendered.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.core.errors import FactError
+
+
+class SpecError(FactError):
+    """The requested kernel is not one fact can build (the message says why)."""
+
+
+class Mode(enum.Enum):
+    GEMM = "gemm"
+    BATCHED = "batched"
+    SPLITK_SERIAL = "splitk_serial"
+    SPLITK_PARALLEL = "splitk_parallel"
+    STREAMK = "streamk"
+
+
+class Schedule(enum.Enum):
+    """sm90 kernel schedules (with the epilogue schedule each pairs with)."""
+
+    COOPERATIVE = "coop"
+    PINGPONG = "pingpong"
+    WARP_SPECIALIZED = "ws"
+
+    @property
+    def kernel(self) -> str:
+        return {"coop": "cutlass::gemm::KernelTmaWarpSpecializedCooperative",
+                "pingpong": "cutlass::gemm::KernelTmaWarpSpecializedPingpong",
+                "ws": "cutlass::gemm::KernelTmaWarpSpecialized"}[self.value]
+
+    @property
+    def epilogue(self) -> str:
+        return {"coop": "cutlass::epilogue::TmaWarpSpecializedCooperative",
+                "pingpong": "cutlass::epilogue::TmaWarpSpecialized",
+                "ws": "cutlass::epilogue::TmaWarpSpecialized"}[self.value]
+
+
+class Scheduler(enum.Enum):
+    PERSISTENT = "persistent"
+    STREAMK = "streamk"
+
+    @property
+    def cutlass(self) -> str:
+        return {"persistent": "cutlass::gemm::PersistentScheduler",
+                "streamk": "cutlass::gemm::StreamKScheduler"}[self.value]
+
+
+ACTIVATIONS = ("relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "leaky_relu", "clamp", "mish")
+STEP_KINDS = ("bias", "scale", "residual", *ACTIVATIONS)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One epilogue step. `a`/`b` carry its constants: scale factor, leaky slope, clamp bounds."""
+
+    kind: str
+    a: float | None = None
+    b: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in STEP_KINDS:
+            raise SpecError(f"unknown epilogue step {self.kind!r}; known: {', '.join(STEP_KINDS)}")
+        if self.kind == "scale" and self.a is None:
+            raise SpecError("a scale step needs its factor (a=...)")
+
+    @property
+    def is_activation(self) -> bool:
+        return self.kind in ACTIVATIONS
+
+    @property
+    def tag(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True)
+class Sm80Tiles:
+    threadblock: tuple[int, int, int] = (128, 128, 32)
+    warp: tuple[int, int, int] = (64, 64, 32)
+    instruction: tuple[int, int, int] = (16, 8, 16)
+    stages: int = 3
+    swizzle: int = 1  # GemmIdentityThreadblockSwizzle<N>
+    split_k: int = 1
+
+
+@dataclass(frozen=True)
+class Sm90Tiles:
+    tile: tuple[int, int, int] = (128, 256, 64)
+    cluster: tuple[int, int] = (2, 1)
+    schedule: Schedule = Schedule.COOPERATIVE
+    scheduler: Scheduler = Scheduler.PERSISTENT
+
+
+def _dims(t: tuple[int, ...]) -> str:
+    return "x".join(map(str, t))
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """A (batched) GEMM with an epilogue chain: D = chain(A . B)."""
+
+    arch: Arch
+    dtype: DType  # A, B, C and D element type (f32 / bf16 / f16)
+    precision: Precision
+    layout_a: Layout
+    layout_b: Layout
+    epilogue: tuple[Step, ...] = ()
+    mode: Mode = Mode.GEMM
+    tiles: Sm80Tiles | Sm90Tiles = field(default_factory=Sm80Tiles)
+
+    @property
+    def family(self) -> str:
+        return "sm90_gemm" if isinstance(self.tiles, Sm90Tiles) else "sm80_gemm"
+
+    @property
+    def math(self) -> str:
+        """The math path: tensorop, tf32, 3xtf32 (fp32-accurate on tensor cores) or simt."""
+        if self.dtype in (DType.BF16, DType.F16):
+            return "tensorop"
+        if self.precision is Precision.TF32:
+            return "tf32"
+        if isinstance(self.tiles, Sm80Tiles) and self.tiles.instruction == (1, 1, 1):
+            return "simt"
+        return "3xtf32"
+
+    @property
+    def name(self) -> str:
+        lay = self.layout_a.blas + self.layout_b.blas
+        dt = {"tf32": "tf32", "3xtf32": "3xtf32", "simt": "f32simt"}.get(self.math, self.dtype.value)
+        if isinstance(self.tiles, Sm90Tiles):
+            t = self.tiles
+            hier = f"{_dims(t.tile)}_c{_dims(t.cluster)}_{t.schedule.value}_{t.scheduler.value}"
+        else:
+            t80 = self.tiles
+            hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
+            if t80.split_k > 1:
+                hier += f"_k{t80.split_k}"
+        mode = "" if self.mode is Mode.GEMM else f"_{self.mode.value}"
+        ep = "".join(f"_{s.tag}" for s in self.epilogue)
+        return f"{self.arch.value}_gemm_{dt}_{lay}_{hier}{mode}{ep}"
+
+    @property
+    def key(self) -> str:
+        return spec_key(self)
+
+    @property
+    def residual_after_activation(self) -> bool:
+        seen_act = False
+        for s in self.epilogue:
+            seen_act |= s.is_activation
+            if s.kind == "residual" and seen_act:
+                return True
+        return False
+
+    def validate(self) -> GemmSpec:
+        """Refuse what no template can build.
+
+        Raises:
+            SpecError: naming the unsupported combination and what would work.
+        """
+        if self.dtype not in (DType.F32, DType.BF16, DType.F16):
+            raise SpecError(f"dtype {self.dtype.value} is not supported: f32, bf16 and f16 are")
+        if self.dtype is not DType.F32 and self.precision not in (Precision.BF16, Precision.FP16):
+            raise SpecError(f"precision {self.precision.value} does not apply to {self.dtype.value} operands")
+        if self.dtype is DType.F32 and self.precision not in (Precision.EXACT, Precision.TF32):
+            raise SpecError("fp32 operands run in precision exact (3xTF32 / SIMT) or tf32")
+        kinds = [s.kind for s in self.epilogue]
+        for once in ("bias", "residual"):
+            if kinds.count(once) > 1:
+                raise SpecError(f"the epilogue holds one {once}")
+        if isinstance(self.tiles, Sm90Tiles):
+            self._validate_sm90()
+        else:
+            self._validate_sm80(kinds)
+        return self
+
+    def _validate_sm80(self, kinds: list[str]) -> None:
+        # CUTLASS 2.x computes chain(alpha * acc + C): one source tensor (bias or residual),
+        # only scales before it, anything elementwise after it.
+        if "bias" in kinds and "residual" in kinds:
+            raise SpecError("an sm80 (CUTLASS 2.x) epilogue reads one source tensor: bias or residual, not both; "
+                            "use the sm90 EVT family")
+        source = next((i for i, k in enumerate(kinds) if k in ("bias", "residual")), None)
+        if source is not None and any(k != "scale" for k in kinds[:source]):
+            raise SpecError(f"an sm80 epilogue adds its source tensor before any activation; chain {kinds} "
+                            "needs the sm90 EVT family")
+        t = self.tiles
+        assert isinstance(t, Sm80Tiles)
+        if self.mode in (Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL) and t.split_k < 2:
+            raise SpecError("split-K modes need split_k >= 2")
+        if self.mode is Mode.SPLITK_PARALLEL and self.epilogue:
+            raise SpecError("parallel split-K reduces partials with a plain linear combination: no epilogue chain")
+        if self.math == "simt" and self.dtype is not DType.F32:
+            raise SpecError("the SIMT path is for fp32")
+        tb, w = t.threadblock, t.warp
+        if any(a % b for a, b in zip(tb, w, strict=True)):
+            raise SpecError(f"threadblock {_dims(tb)} is not a multiple of warp {_dims(w)}")
+        warps = (tb[0] // w[0]) * (tb[1] // w[1]) * (tb[2] // w[2])
+        if warps not in (1, 2, 4, 8):
+            raise SpecError(f"{warps} warps per threadblock: CUTLASS 2.x supports 1, 2, 4 or 8")
+
+    def _validate_sm90(self) -> None:
+        if self.arch is not Arch.SM90:
+            raise SpecError("the collective-builder family needs sm90")
+        if self.dtype is DType.F32 and self.precision is Precision.EXACT:
+            raise SpecError("exact fp32 has no wgmma path (TF32 loses accuracy): use the sm80 3xTF32 kernel, "
+                            "which runs on sm90")
+        t = self.tiles
+        assert isinstance(t, Sm90Tiles)
+        if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
+            raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler instead")
+        if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
+            raise SpecError("stream-K mode and the stream-K tile scheduler go together")
+        if t.schedule is Schedule.COOPERATIVE and t.tile[0] < 128:
+            raise SpecError("the cooperative schedule needs tile M >= 128 (two consumer warpgroups)")
+        if t.schedule is Schedule.WARP_SPECIALIZED and t.scheduler is not Scheduler.PERSISTENT:
+            raise SpecError("the basic warp-specialized kernel is not persistent: no stream-K")
+        if self.math == "tf32" and (self.layout_a is not Layout.ROW or self.layout_b is not Layout.COL):
+            raise SpecError("TF32 wgmma needs K-major operands (A row-major, B column-major: TN)")
+
+
+@dataclass(frozen=True)
+class FmhaSpec:
+    """Fused attention forward: softmax(scale * Q K^T [+ causal mask]) V."""
+
+    arch: Arch  # the family: sm80 (CUTLASS example 41, also runs on sm90) or sm90 (example 88)
+    dtype: DType
+    head_dim: int  # the kernel's bound on the head dim (kMaxK for sm80, the tile for sm90)
+    causal: bool
+    queries_per_block: int = 64
+    keys_per_block: int = 64
+
+    @property
+    def family(self) -> str:
+        return f"fmha_{self.arch.value}"
+
+    @property
+    def name(self) -> str:
+        mask = "causal" if self.causal else "full"
+        return (f"{self.arch.value}_fmha_{self.dtype.value}_d{self.head_dim}_"
+                f"q{self.queries_per_block}k{self.keys_per_block}_{mask}")
+
+    @property
+    def key(self) -> str:
+        return spec_key(self)
+
+    def validate(self) -> FmhaSpec:
+        if self.arch is Arch.SM80:
+            if self.dtype not in (DType.F32, DType.BF16, DType.F16):
+                raise SpecError(f"sm80 attention takes f32, bf16 or f16, not {self.dtype.value}")
+            if self.head_dim not in (32, 64, 128):
+                raise SpecError(f"sm80 attention bound kMaxK must be 32, 64 or 128, not {self.head_dim}")
+            if self.queries_per_block % 32 or self.keys_per_block % 32:
+                raise SpecError("queries and keys per block must be multiples of 32")
+        else:
+            if self.dtype not in (DType.BF16, DType.F16):
+                raise SpecError("sm90 attention (example 88) takes bf16 or f16; fp32 uses the sm80 kernel")
+            if self.head_dim not in (64, 128):
+                raise SpecError(f"sm90 attention head dim {self.head_dim} has no tile; use the sm80 kernel")
+        return self
+
+
+KernelSpec = GemmSpec | FmhaSpec
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _canon(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
+    return value
+
+
+def spec_key(spec: KernelSpec) -> str:
+    """sha256 of the canonical JSON of the spec (its type included)."""
+    blob = json.dumps({"type": type(spec).__name__, "family": spec.family, **_canon(asdict(spec))},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Schedule", "Scheduler", "Sm80Tiles", "Sm90Tiles",
+           "SpecError", "Step", "replace", "spec_key"]

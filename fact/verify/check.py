@@ -1,0 +1,272 @@
+"""Numerical verification of a built kernel against a float64 reference (runs on the GPU).
+
+Per case and seed: fresh random inputs (never zeros), an output poisoned with NaN between
+guard regions, candidate -> reference -> candidate (a fresh output each time, so a kernel that
+does nothing cannot inherit an earlier answer), inputs checked unmodified, guards checked intact,
+and the reference itself checked to vary (a near-constant reference cannot tell kernels apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fact.core.enums import DType, Layout, Precision
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Step
+from fact.verify.tolerance import tolerance
+
+GUARD = 1024  # elements of guard region on each side of an output
+SENTINEL = 1234.0  # representable in fp16, bf16 (rounded) and fp32
+
+
+@dataclass(frozen=True)
+class GemmCase:
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+
+@dataclass(frozen=True)
+class AttnCase:
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: str
+    seed: int
+    passed: bool
+    rel_err: float
+    max_abs_err: float
+    problems: tuple[str, ...] = ()
+
+
+@dataclass
+class VerifyReport:
+    kernel: str
+    tolerance: float
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    @property
+    def worst(self) -> float:
+        return max((r.rel_err for r in self.results), default=float("inf"))
+
+
+def _torch_dtype(dtype: DType) -> Any:
+    import torch
+
+    return {DType.F32: torch.float32, DType.BF16: torch.bfloat16, DType.F16: torch.float16}[dtype]
+
+
+def _uniform(shape: tuple[int, ...], dtype: Any, gen: Any, lo: float = -1.0, hi: float = 1.0) -> Any:
+    import torch
+
+    return (torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * (hi - lo) + lo).to(dtype)
+
+
+def _operand(rows: int, cols: int, batch: int, layout: Layout, dtype: Any, gen: Any) -> Any:
+    """A [batch?, rows, cols] operand stored row- or column-major."""
+    if layout is Layout.ROW:
+        t = _uniform((batch, rows, cols), dtype, gen)
+    else:
+        t = _uniform((batch, cols, rows), dtype, gen).transpose(1, 2)
+    return t if batch > 1 else t[0]
+
+
+def _guarded(shape: tuple[int, ...], dtype: Any) -> tuple[Any, Any]:
+    """A NaN-poisoned output view between two sentinel-filled guard regions."""
+    import torch
+
+    numel = 1
+    for s in shape:
+        numel *= s
+    flat = torch.full((GUARD + numel + GUARD,), SENTINEL, dtype=dtype, device="cuda")
+    flat[GUARD:GUARD + numel] = float("nan")
+    return flat, flat[GUARD:GUARD + numel].view(shape)
+
+
+def _guards_intact(flat: Any, numel: int) -> bool:
+    import torch
+
+    expect = torch.tensor(SENTINEL, dtype=flat.dtype, device=flat.device)
+    return bool((flat[:GUARD] == expect).all() and (flat[GUARD + numel:] == expect).all())
+
+
+def apply_steps(x: Any, steps: tuple[Step, ...], bias: Any, residual: Any) -> Any:
+    """The epilogue chain in float64: the meaning of a spec, and so the reference."""
+    import torch
+    import torch.nn.functional as F
+
+    for s in steps:
+        if s.kind == "bias":
+            x = x + bias.double()
+        elif s.kind == "residual":
+            x = x + residual.double()
+        elif s.kind == "scale":
+            x = x * float(s.a or 1.0)
+        elif s.kind == "relu":
+            x = torch.relu(x)
+        elif s.kind == "gelu_erf":
+            x = F.gelu(x)
+        elif s.kind == "gelu_tanh":
+            x = F.gelu(x, approximate="tanh")
+        elif s.kind == "silu":
+            x = F.silu(x)
+        elif s.kind == "sigmoid":
+            x = torch.sigmoid(x)
+        elif s.kind == "tanh":
+            x = torch.tanh(x)
+        elif s.kind == "leaky_relu":
+            x = F.leaky_relu(x, float(s.a if s.a is not None else 0.01))
+        elif s.kind == "clamp":
+            x = torch.clamp(x, s.a, s.b)
+        elif s.kind == "mish":
+            x = F.mish(x)
+    return x
+
+
+def _rel(out: Any, ref: Any) -> tuple[float, float]:
+    import torch
+
+    o = out.double()
+    if torch.isnan(o).any():
+        return float("inf"), float("inf")
+    diff = o - ref
+    return float(diff.norm() / ref.norm().clamp_min(1e-300)), float(diff.abs().max())
+
+
+def _varies(ref: Any) -> bool:
+    return float(ref.std()) > 1e-3 * float(ref.abs().mean() + 1e-30)
+
+
+def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[int]) -> VerifyReport:
+    import torch
+
+    dt = _torch_dtype(spec.dtype)
+    report = VerifyReport(spec.name, tolerance(spec.precision))
+    kinds = {s.kind for s in spec.epilogue}
+    for case in cases:
+        batch = case.batch if spec.mode is Mode.BATCHED else 1
+        for seed in seeds:
+            gen = torch.Generator(device="cuda").manual_seed(seed)
+            a = _operand(case.m, case.k, batch, spec.layout_a, dt, gen)
+            b = _operand(case.k, case.n, batch, spec.layout_b, dt, gen)
+            bias = _uniform((case.n,), dt, gen) if "bias" in kinds else None
+            out_shape = (batch, case.m, case.n) if batch > 1 else (case.m, case.n)
+            residual = _uniform(out_shape, dt, gen) if "residual" in kinds else None
+            inputs = [t for t in (a, b, bias, residual) if t is not None]
+            before = [t.clone() for t in inputs]
+            problems: list[str] = []
+
+            flat1, out1 = _guarded(out_shape, dt)
+            kernel(a, b, bias, residual, out1)
+            torch.cuda.synchronize()
+            first = out1.clone()
+            intact1 = _guards_intact(flat1, out1.numel())
+            del flat1, out1
+            ref = apply_steps(torch.matmul(a.double(), b.double()), spec.epilogue, bias, residual)
+            flat2, out2 = _guarded(out_shape, dt)
+            kernel(a, b, bias, residual, out2)
+            torch.cuda.synchronize()
+            if not (intact1 and _guards_intact(flat2, out2.numel())):
+                problems.append("wrote outside its output (guard region changed)")
+            if any(not torch.equal(x, y) for x, y in zip(inputs, before, strict=True)):
+                problems.append("modified an input")
+            if not _varies(ref):
+                problems.append("reference is near-constant: this case cannot tell kernels apart")
+            err1, abs1 = _rel(first, ref)
+            err2, abs2 = _rel(out2, ref)
+            err, abs_err = max(err1, err2), max(abs1, abs2)
+            if err > report.tolerance:
+                problems.append(f"relative error {err:.3g} over tolerance {report.tolerance:g}")
+            report.results.append(CaseResult(f"{case.batch}x{case.m}x{case.n}x{case.k}", seed, not problems,
+                                             err, abs_err, tuple(problems)))
+    return report
+
+
+def attention_reference(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+    """softmax(scale * q k^T [causal]) v in float64, a batch at a time."""
+    import torch
+
+    outs = []
+    for i in range(q.shape[0]):
+        s = torch.matmul(q[i].double(), k[i].double().transpose(-2, -1)) * scale
+        if causal:
+            n_q, n_k = s.shape[-2:]
+            mask = torch.ones(n_q, n_k, dtype=torch.bool, device=s.device).tril()
+            s = s.masked_fill(~mask, float("-inf"))
+        outs.append(torch.matmul(torch.softmax(s, dim=-1), v[i].double()))
+    return torch.stack(outs)
+
+
+def verify_attention(kernel: Any, spec: FmhaSpec, cases: list[AttnCase], seeds: list[int]) -> VerifyReport:
+    import torch
+
+    dt = _torch_dtype(spec.dtype)
+    precision = {DType.F32: Precision.EXACT, DType.BF16: Precision.BF16, DType.F16: Precision.FP16}[spec.dtype]
+    # fp32 attention runs an online softmax (exp and rescale rounding on top of fp32 GEMMs)
+    report = VerifyReport(spec.name, 1e-4 if spec.dtype is DType.F32 else tolerance(precision))
+    for case in cases:
+        for seed in seeds:
+            gen = torch.Generator(device="cuda").manual_seed(seed)
+            shape = (case.batch, case.seq, case.heads, case.head_dim)
+            # [B, S, H, D] storage viewed as [B, H, S, D], as a module's head split produces
+            q, k, v = (_uniform(shape, dt, gen).transpose(1, 2) for _ in range(3))
+            before = [t.clone() for t in (q, k, v)]
+            scale = case.head_dim ** -0.5
+            problems: list[str] = []
+            flat1, out1 = _guarded(shape, dt)
+            kernel(q, k, v, scale, out1.transpose(1, 2))
+            torch.cuda.synchronize()
+            first = out1.transpose(1, 2).clone()
+            intact1 = _guards_intact(flat1, out1.numel())
+            del flat1, out1
+            ref = attention_reference(q, k, v, scale, spec.causal)
+            flat2, out2 = _guarded(shape, dt)
+            kernel(q, k, v, scale, out2.transpose(1, 2))
+            torch.cuda.synchronize()
+            if not (intact1 and _guards_intact(flat2, out2.numel())):
+                problems.append("wrote outside its output (guard region changed)")
+            if any(not torch.equal(x, y) for x, y in zip((q, k, v), before, strict=True)):
+                problems.append("modified an input")
+            if not _varies(ref):
+                problems.append("reference is near-constant")
+            err1, abs1 = _rel(first, ref)
+            err2, abs2 = _rel(out2.transpose(1, 2), ref)
+            err = max(err1, err2)
+            if err > report.tolerance:
+                problems.append(f"relative error {err:.3g} over tolerance {report.tolerance:g}")
+            report.results.append(CaseResult(f"B{case.batch}H{case.heads}S{case.seq}D{case.head_dim}", seed,
+                                             not problems, err, max(abs1, abs2), tuple(problems)))
+    return report
+
+
+def verify(kernel: Any, spec: KernelSpec, cases: list[Any], seeds: list[int]) -> VerifyReport:
+    if isinstance(spec, GemmSpec):
+        return verify_gemm(kernel, spec, cases, seeds)
+    return verify_attention(kernel, spec, cases, seeds)
+
+
+def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[GemmCase]:
+    """Boundary, odd, not-tile-aligned and (if given) the model's own shape, respecting alignment."""
+    align = 1 if spec.math == "simt" else (4 if spec.dtype is DType.F32 else 8)
+
+    def up(x: int) -> int:
+        return -(-x // align) * align
+
+    batch = 3 if spec.mode is Mode.BATCHED else 1
+    cases = [GemmCase(1, up(8), up(8), batch), GemmCase(257, up(263), up(136), batch),
+             GemmCase(131, up(520), up(1031), batch)]
+    if spec.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL):
+        cases.append(GemmCase(256, 256, up(16384 + 72), 1))
+    if target is not None:
+        cases.append(target)
+    return cases

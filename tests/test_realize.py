@@ -1,0 +1,134 @@
+"""Kernel specs, choices from matches and rendered sources (golden files)."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from fact.capture import capture
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.patterns import match_graph
+from fact.realize import render, spec_for
+from fact.realize.catalog import COOP, T16, representative
+from fact.realize.spec import (
+    FmhaSpec,
+    GemmSpec,
+    Mode,
+    Schedule,
+    Scheduler,
+    Sm80Tiles,
+    Sm90Tiles,
+    SpecError,
+    Step,
+)
+
+from .models.transformer import Block
+from .models.zoo import Act
+
+GOLDEN = Path(__file__).with_name("golden")
+GOLDEN_SPECS = {
+    "sm90_evt": GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
+                         (Step("bias"), Step("gelu_tanh"), Step("scale", 0.5), Step("residual")), Mode.GEMM, COOP),
+    "sm80_bias_act": GemmSpec(Arch.SM80, DType.F16, Precision.FP16, Layout.ROW, Layout.COL,
+                              (Step("bias"), Step("leaky_relu", 0.2)), Mode.GEMM, T16),
+    "fmha_sm80": FmhaSpec(Arch.SM80, DType.BF16, 128, True),
+    "fmha_sm90": FmhaSpec(Arch.SM90, DType.F16, 128, True),
+}
+
+
+def test_names_and_keys() -> None:
+    specs = representative()
+    assert len({s.name for s in specs}) == len(specs)
+    assert len({s.key for s in specs}) == len(specs)
+    s = GOLDEN_SPECS["sm90_evt"]
+    assert s.name == "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual"
+    assert s.key == GemmSpec(**s.__dict__).key and hash(s) == hash(GemmSpec(**s.__dict__))
+    assert GemmSpec(**{**s.__dict__, "epilogue": (Step("bias"), Step("gelu_tanh"), Step("scale", 0.25),
+                                                  Step("residual"))}).key != s.key
+
+
+@pytest.mark.parametrize(("spec", "reason"), [
+    (GemmSpec(Arch.SM80, DType.F16, Precision.FP16, Layout.ROW, Layout.COL, (Step("bias"), Step("residual"))),
+     "bias or residual, not both"),
+    (GemmSpec(Arch.SM80, DType.F16, Precision.FP16, Layout.ROW, Layout.COL, (Step("relu"), Step("residual"))),
+     "before any activation"),
+    (GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, tiles=Sm90Tiles()), "no wgmma path"),
+    (GemmSpec(Arch.SM90, DType.F32, Precision.TF32, Layout.ROW, Layout.ROW, tiles=Sm90Tiles((128, 128, 32), (1, 1))),
+     "K-major"),
+    (GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
+              tiles=Sm90Tiles((64, 128, 64), (1, 1), Schedule.COOPERATIVE)), "tile M >= 128"),
+    (GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, mode=Mode.STREAMK,
+              tiles=Sm90Tiles(scheduler=Scheduler.PERSISTENT)), "go together"),
+    (GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
+              tiles=Sm80Tiles((128, 128, 32), (48, 64, 32))), "not a multiple"),
+    (GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (Step("relu"),), Mode.SPLITK_PARALLEL,
+              Sm80Tiles(split_k=4)), "no epilogue chain"),
+    (GemmSpec(Arch.SM80, DType.F64, Precision.EXACT, Layout.ROW, Layout.COL), "not supported"),
+    (FmhaSpec(Arch.SM90, DType.F32, 128, True), "fp32 uses the sm80"),
+    (FmhaSpec(Arch.SM90, DType.F16, 96, True), "use the sm80 kernel"),
+    (FmhaSpec(Arch.SM80, DType.BF16, 256, True), "kMaxK"),
+])
+def test_unsupported_combinations_are_refused(spec, reason) -> None:
+    with pytest.raises(SpecError, match=reason):
+        spec.validate()
+
+
+def test_unknown_step_is_refused() -> None:
+    with pytest.raises(SpecError, match="unknown epilogue step"):
+        Step("softplus")
+
+
+def test_specs_for_the_block() -> None:
+    block = Block().to(torch.bfloat16)
+    result = match_graph(capture(block, [torch.empty(128, 512, 768, dtype=torch.bfloat16)]))
+    by = {m.anchor: m for m in result.matches}
+    assert spec_for(by["linear_2"], "sm90").name.endswith("_bias_gelu_tanh")
+    assert spec_for(by["linear_1"], "sm90").name.endswith("_bias_residual")
+    with pytest.raises(SpecError, match="not both"):
+        spec_for(by["linear_1"], "sm80")
+    attn = spec_for(by["softmax"], "sm90")
+    assert isinstance(attn, FmhaSpec) and attn.family == "fmha_sm80"  # head dim 96: example 41's kernel
+    assert attn.head_dim == 128 and attn.causal
+
+
+def test_constants_reach_the_source() -> None:
+    mod, x = Act(256, 512, torch.nn.LeakyReLU(0.125), lambda y: y * 0.5), [torch.empty(64, 256, dtype=torch.float16)]
+    [m] = match_graph(capture(mod.half(), x)).matches
+    assert m.epilogue == ("bias", "leaky_relu", "scale") and m.epilogue_args[1:] == ((0.125, None), (0.5, None))
+    spec = spec_for(m, "sm90")
+    src = render(spec).sources[f"{spec.name}.cu"]
+    assert "x * 0.125f" in src and "{{0.5f}}" in src
+
+
+def test_fp32_exact_goes_to_3xtf32_and_large_k_to_streamk() -> None:
+    from .models.zoo import MatMul
+
+    [m] = match_graph(capture(MatMul(), [torch.empty(1024, 1024), torch.empty(1024, 1024)])).matches
+    assert spec_for(m, "sm90").name.startswith("sm80_gemm_3xtf32_")
+    [m] = match_graph(capture(MatMul(), [torch.empty(257, 1023), torch.empty(1023, 255)])).matches
+    assert "f32simt" in spec_for(m, "sm90").name
+    [m] = match_graph(capture(MatMul(), [torch.empty(256, 65536, dtype=torch.bfloat16),
+                                         torch.empty(65536, 256, dtype=torch.bfloat16)])).matches
+    assert spec_for(m, "sm90").mode is Mode.STREAMK and spec_for(m, "sm80").mode is Mode.STREAMK
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_SPECS))
+def test_golden_sources(name: str) -> None:
+    rendered = render(GOLDEN_SPECS[name], exemplars=("golden_exemplar",))
+    for fname, text in rendered.sources.items():
+        golden = GOLDEN / name / fname
+        if os.environ.get("FACT_UPDATE_GOLDEN"):
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert golden.read_text() == text, f"{golden} differs; FACT_UPDATE_GOLDEN=1 to accept"
+    assert "golden_exemplar" in rendered.sources[rendered.kernel_file]
+
+
+def test_templates_are_strict() -> None:
+    import jinja2
+
+    from fact.realize.render import ENV
+
+    with pytest.raises(jinja2.UndefinedError):
+        ENV.get_template("sm80_gemm.cu.j2").render(name="x")
