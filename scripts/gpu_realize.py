@@ -87,8 +87,10 @@ def build_all(specs: list[KernelSpec], extra: dict[str, Any], cache: BuildCache,
         return dict(pool.map(one, todo.items()))
 
 
-def phase_verify(out: dict[str, Any], cache: BuildCache, jobs: int) -> None:
-    specs = representative()
+def phase_verify(out: dict[str, Any], cache: BuildCache, jobs: int, only: str | None = None) -> None:
+    import re
+
+    specs = [s for s in representative() if only is None or re.search(only, s.name)]
     planted = {f"planted_{b}": planted_gemm(b) for b in BEHAVIOURS}
     t0 = time.perf_counter()
     builds = build_all(specs, planted, cache, jobs)
@@ -148,7 +150,7 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
 
     from fact.core.enums import Arch, DType, Layout, Precision
     from fact.realize.catalog import COOP, T3X, TF32_TILES
-    from fact.realize.spec import GemmSpec, Mode, Step
+    from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90Tiles, Step
     from fact.verify.check import attention_reference
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -167,12 +169,47 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
     for n in (2048, 4096, 8192):
         a, w = rnd(n, n), rnd(n, n)
         out_t = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-        t_f = _bench(lambda: plain(a, w.t(), None, None, out_t))
-        t_c = _bench(lambda: torch.matmul(a, w.t()))
+        t_f = _bench(lambda a=a, w=w, out_t=out_t: plain(a, w.t(), None, None, out_t))
+        t_c = _bench(lambda a=a, w=w: torch.matmul(a, w.t()))
         bench[f"gemm_bf16_{n}^3"] = {"fact_ms": t_f, "cublas_ms": t_c, "speedup": t_c / t_f,
                                      "fact_tflops": 2 * n ** 3 / t_f / 1e9, "kernel": plain.spec.name,
                                      "precision": "bf16 in/out, fp32 accumulate, both sides"}
         print(f"bf16 {n}^3: fact {t_f:.3f} ms, cuBLAS {t_c:.3f} ms, {t_c / t_f:.2f}x", flush=True)
+
+    # 1b. every sm90 GEMM family (schedule / scheduler / EVT / batched), untuned defaults, bf16 4096^3
+    from fact.realize.catalog import PING, STREAMK, WS
+
+    n = 4096
+    a, w = rnd(n, n), rnd(n, n)
+    out_t = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    t_c = _bench(lambda: torch.matmul(a, w.t()))
+    fams = {
+        "pingpong_128x128_c1x1": GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.GEMM, PING),
+        "warpspecialized_64x128_c1x2": GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.GEMM, WS),
+        "streamk_128x128": GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.STREAMK, STREAMK),
+        "evt_bias_gelu_tanh_residual_coop": GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
+                                                     (Step("bias"), Step("gelu_tanh"), Step("residual")), Mode.GEMM, COOP),
+    }
+    bias_v, res_m = rnd(n), rnd(n, n)
+    family_rows = {"cooperative_128x256_c2x1": {"fact_ms": bench[f"gemm_bf16_{n}^3"]["fact_ms"], "cublas_ms": t_c}}
+    for label, spec in fams.items():
+        kern = kernel_for(spec)
+        needs = {s.kind for s in spec.epilogue}
+        bb = bias_v if "bias" in needs else None
+        rr = res_m if "residual" in needs else None
+        family_rows[label] = {"fact_ms": _bench(lambda kern=kern, bb=bb, rr=rr: kern(a, w.t(), bb, rr, out_t)),
+                              "cublas_ms": t_c, "kernel": spec.name}
+    batched = kernel_for(GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.ROW, (), Mode.BATCHED,
+                                  Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)))
+    ab, bb3 = rnd(8, 2048, 4096), rnd(8, 4096, 2048)
+    ob = torch.empty(8, 2048, 2048, device="cuda", dtype=torch.bfloat16)
+    family_rows["batched_L8_2048x2048x4096_coop"] = {"fact_ms": _bench(lambda: batched(ab, bb3, None, None, ob)),
+                                                      "cublas_ms": _bench(lambda: torch.bmm(ab, bb3)),
+                                                      "kernel": batched.spec.name}
+    for row in family_rows.values():
+        row["ratio_vs_cublas"] = row["cublas_ms"] / row["fact_ms"]
+    bench["sm90_families_bf16_4096^3"] = family_rows
+    print(json.dumps(family_rows, indent=1), flush=True)
 
     # 2. fp32 exact: 3xTF32 (sm80 path on Hopper) vs cuBLAS SGEMM with TF32 off, and their errors
     n = 4096
@@ -202,7 +239,6 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
     bench["fp32_exact_4096^3"]["speedup"] = bench["fp32_exact_4096^3"]["cublas_sgemm_ms"] / bench["fp32_exact_4096^3"]["fact_3xtf32_ms"]
     bench["tf32_4096^3"]["speedup"] = t_c / bench["tf32_4096^3"]["fact_ms"]
     print(json.dumps({k: bench[k] for k in ("fp32_exact_4096^3", "tf32_4096^3")}, indent=1), flush=True)
-    del a32, w32, o32, ref, sgemm
 
     # 3. minGPT MLP up-projection + GELU(tanh) + (a residual) in one epilogue vs eager, bf16
     m, k, nn_ = 65536, 768, 3072
@@ -215,13 +251,13 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
     bench["linear_gelu_tanh_residual_65536x3072x768"] = {"fact_ms": t_f, "eager_ms": t_e, "speedup": t_e / t_f,
                                                         "kernel": fused.spec.name, "precision": "bf16 both sides"}
     print(f"fused linear+gelu+residual: fact {t_f:.3f} ms, eager {t_e:.3f} ms", flush=True)
-    del x, w, bias, res, of
 
     # 4. attention at the minGPT shape, bf16, causal, head dim 96: fused vs eager masked softmax
     b, h, s, d = 128, 8, 512, 96
     from fact.realize.spec import FmhaSpec
 
-    attn = kernel_for(FmhaSpec(Arch.SM80, DType.BF16, 128, True))
+    variants = {f"q{qp}k{kp}": kernel_for(FmhaSpec(Arch.SM80, DType.BF16, 128, True, qp, kp))
+                for qp, kp in ((64, 64), (32, 128))}
     qkv = rnd(b, s, 3, h, d)
     q, k_, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # [B, H, S, D] views, as a head split makes
     mask = torch.tril(torch.ones(s, s, device="cuda")).view(1, 1, s, s)
@@ -231,18 +267,20 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
         att = att.masked_fill(mask[:, :, :s, :s] == 0, float("-inf"))
         return torch.softmax(att, dim=-1) @ v
 
-    o = attn(q, k_, v)
     ref = attention_reference(q[:8], k_[:8], v[:8], d ** -0.5, True)
-    t_f = _bench(lambda: attn(q, k_, v))
+    tiles = {name: _bench(lambda kern=kern: kern(q, k_, v)) for name, kern in variants.items()}
+    best = min(tiles, key=tiles.__getitem__)
+    attn = variants[best]
+    o = attn(q, k_, v)
+    t_f = tiles[best]
     t_e = _bench(eager)
     t_s = _bench(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=True))
     bench["attention_minGPT_bf16_B128_H8_S512_D96_causal"] = {
         "fact_ms": t_f, "eager_masked_softmax_ms": t_e, "sdpa_ms": t_s, "speedup_vs_eager": t_e / t_f,
         "speedup_vs_sdpa": t_s / t_f, "fact_rel_err_first8": float((o[:8].double() - ref).norm() / ref.norm()),
         "eager_rel_err_first8": float((eager()[:8].double() - ref).norm() / ref.norm()),
-        "kernel": attn.spec.name, "precision": "bf16 both sides"}
+        "kernel": attn.spec.name, "tile_variants_ms": tiles, "precision": "bf16 both sides"}
     print(json.dumps(bench["attention_minGPT_bf16_B128_H8_S512_D96_causal"], indent=1), flush=True)
-    del qkv, q, k_, v, o, ref
     out["bench"] = bench
 
 
@@ -251,12 +289,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--phase", choices=["all", "verify", "bench"], default="all")
     ap.add_argument("--jobs", type=int, default=8, help="parallel builds")
+    ap.add_argument("--only", help="verify only kernels whose name matches this regex")
     args = ap.parse_args()
     cache = BuildCache(max_jobs=max(1, (os.cpu_count() or 16) // args.jobs))
     out: dict[str, Any] = env_info()
     try:
         if args.phase in ("all", "verify"):
-            phase_verify(out, cache, args.jobs)
+            phase_verify(out, cache, args.jobs, args.only)
         if args.phase in ("all", "bench"):
             phase_bench(out, cache)
     except (FactError, RuntimeError) as exc:

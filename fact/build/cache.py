@@ -15,6 +15,7 @@ match its manifest is refused and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -111,10 +112,8 @@ def _sha256_file(path: Path) -> str:
 
 
 def _load_library(path: Path, module_name: str) -> ModuleType:
-    try:
+    with contextlib.suppress(ImportError):
         import torch  # noqa: F401 - extensions link against torch's libraries: load those first
-    except ImportError:
-        pass
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise BuildError(f"cannot load {path}")

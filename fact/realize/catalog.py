@@ -73,8 +73,8 @@ def sm80_gemms() -> list[GemmSpec]:
 
 def attention() -> list[FmhaSpec]:
     return [
-        FmhaSpec(Arch.SM80, BF16, 128, True),
-        FmhaSpec(Arch.SM80, F32, 128, True),
+        FmhaSpec(Arch.SM80, BF16, 128, True, 32, 128),
+        FmhaSpec(Arch.SM80, F32, 128, True, 32, 128),
         FmhaSpec(Arch.SM80, F16, 64, False),
         FmhaSpec(Arch.SM90, F16, 128, True),
         FmhaSpec(Arch.SM90, BF16, 64, True),

@@ -50,9 +50,7 @@ def gemm_spec(match: Match, arch: Arch) -> GemmSpec:
     k_aligned = match.problem.k % 4 == 0 and match.problem.n % 4 == 0
     if arch is Arch.SM90 and not exact_fp32:
         tf32 = match.precision is Precision.TF32
-        if tf32 and (la, lb) != (Layout.ROW, Layout.COL):
-            pass  # TF32 wgmma needs TN: fall through to the sm80 family
-        else:
+        if not tf32 or (la, lb) == (Layout.ROW, Layout.COL):  # TF32 wgmma needs TN; else sm80
             if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
                 return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
                                 SM90_TILES["streamk"]).validate()
@@ -65,11 +63,10 @@ def gemm_spec(match: Match, arch: Arch) -> GemmSpec:
         path = "tf32" if k_aligned else "simt"
     else:
         path = "3xtf32" if k_aligned else "simt"
-    precision = match.precision if match.dtype is DType.F32 else match.precision
     sm80_mode = mode
     if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
         sm80_mode = Mode.STREAMK
-    return GemmSpec(Arch.SM80, match.dtype, precision, la, lb, steps, sm80_mode, SM80_TILES[path]).validate()
+    return GemmSpec(Arch.SM80, match.dtype, match.precision, la, lb, steps, sm80_mode, SM80_TILES[path]).validate()
 
 
 def fmha_spec(match: Match, arch: Arch) -> FmhaSpec:
@@ -87,7 +84,10 @@ def fmha_spec(match: Match, arch: Arch) -> FmhaSpec:
     bound = next(b for b in (32, 64, 128) if a.head_dim <= b) if a.head_dim <= 128 else None
     if bound is None:
         raise SpecError(f"head dim {a.head_dim} exceeds 128")
-    return FmhaSpec(Arch.SM80, match.dtype, bound, causal).validate()
+    # head dims above 64: 32 queries x 128 keys keeps the whole output row in registers
+    # (kMaxK <= kKeysPerBlock), as CUTLASS's example 41 does for large head dims
+    qpb, kpb = (64, 64) if bound <= 64 else (32, 128)
+    return FmhaSpec(Arch.SM80, match.dtype, bound, causal, qpb, kpb).validate()
 
 
 def spec_for(match: Match, arch: Arch | str) -> KernelSpec:

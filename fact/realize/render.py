@@ -87,7 +87,10 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
         "layout_b": spec.layout_b.cutlass,
         "align_ab": align,
         "epilogue_count": 1 if math == "simt" else 128 // spec.dtype.bits,
-        "scale_type": "NoBetaScaling" if source is not None else "OnlyAlphaScaling",
+        # serial split-K accumulates later K partitions onto D through the source operand,
+        # so the epilogue must be able to read a source even when the chain has none
+        "scale_type": "NoBetaScaling" if source is not None else (
+            "Default" if spec.mode is Mode.SPLITK_SERIAL else "OnlyAlphaScaling"),
         "has_source": source is not None,
         "alpha": alpha,
         "post_steps": list(post),
