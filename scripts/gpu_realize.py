@@ -87,11 +87,12 @@ def build_all(specs: list[KernelSpec], extra: dict[str, Any], cache: BuildCache,
         return dict(pool.map(one, todo.items()))
 
 
-def phase_verify(out: dict[str, Any], cache: BuildCache, jobs: int, only: str | None = None) -> None:
+def phase_verify(out: dict[str, Any], cache: BuildCache, jobs: int, only: str | None = None,
+                 planted_too: bool = True) -> None:
     import re
 
     specs = [s for s in representative() if only is None or re.search(only, s.name)]
-    planted = {f"planted_{b}": planted_gemm(b) for b in BEHAVIOURS}
+    planted = {f"planted_{b}": planted_gemm(b) for b in BEHAVIOURS} if planted_too else {}
     t0 = time.perf_counter()
     builds = build_all(specs, planted, cache, jobs)
     out["build_wall_s"] = time.perf_counter() - t0
@@ -119,6 +120,8 @@ def phase_verify(out: dict[str, Any], cache: BuildCache, jobs: int, only: str | 
         print(f"{v['category']:<14} {v.get('passed', 0)}/{v.get('cases', 0)} max_rel={v.get('max_rel_err')} {name}",
               flush=True)
 
+    if not planted_too:
+        return
     # planted failures: each caught and categorised; a good kernel right after still passes
     good = builds["planted_correct"]
     case = (GemmCase(128, 256, 64), GemmCase(77, 136, 48))
@@ -144,18 +147,17 @@ def _bench(fn: Any) -> float:
     return float(do_bench(fn, warmup=25, rep=200, return_mode="median"))
 
 
-def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
+def phase_bench(out: dict[str, Any], cache: BuildCache, sections: set[str], save: Any) -> None:
     import torch
     import torch.nn.functional as F
 
     from fact.core.enums import Arch, DType, Layout, Precision
     from fact.realize.catalog import COOP, T3X, TF32_TILES
     from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90Tiles, Step
-    from fact.verify.check import attention_reference
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    bench: dict[str, Any] = {}
+    bench: dict[str, Any] = out.setdefault("bench", {})
     g = torch.Generator(device="cuda").manual_seed(123)
 
     def rnd(*shape: int, dtype: Any = torch.bfloat16) -> Any:
@@ -164,6 +166,14 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
     def kernel_for(spec: KernelSpec) -> Any:
         return build(render(spec), cache)
 
+    if "attention" in sections:
+        bench_attention(bench, rnd, kernel_for)
+        save()
+    if "streamk" in sections:
+        bench_streamk(bench, rnd, kernel_for)
+        save()
+    if "gemm" not in sections:
+        return
     # 1. default sm90 bf16 GEMM vs cuBLAS (same TN layout, bf16 in/out, fp32 accumulate)
     plain = kernel_for(GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.GEMM, COOP))
     for n in (2048, 4096, 8192):
@@ -252,9 +262,18 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
                                                         "kernel": fused.spec.name, "precision": "bf16 both sides"}
     print(f"fused linear+gelu+residual: fact {t_f:.3f} ms, eager {t_e:.3f} ms", flush=True)
 
+    save()
+
+
+def bench_attention(bench: dict[str, Any], rnd: Any, kernel_for: Any) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from fact.core.enums import Arch, DType
+    from fact.verify.check import attention_reference
+
     # 4. attention at the minGPT shape, bf16, causal, head dim 96: fused vs eager masked softmax
     b, h, s, d = 128, 8, 512, 96
-    from fact.realize.spec import FmhaSpec
 
     variants = {f"q{qp}k{kp}": kernel_for(FmhaSpec(Arch.SM80, DType.BF16, 128, True, qp, kp))
                 for qp, kp in ((64, 64), (32, 128))}
@@ -281,7 +300,31 @@ def phase_bench(out: dict[str, Any], cache: BuildCache) -> None:
         "eager_rel_err_first8": float((eager()[:8].double() - ref).norm() / ref.norm()),
         "kernel": attn.spec.name, "tile_variants_ms": tiles, "precision": "bf16 both sides"}
     print(json.dumps(bench["attention_minGPT_bf16_B128_H8_S512_D96_causal"], indent=1), flush=True)
-    out["bench"] = bench
+
+
+def bench_streamk(bench: dict[str, Any], rnd: Any, kernel_for: Any) -> None:
+    """Stream-K where it matters (few output tiles, long K) and at 4096^3, against cuBLAS."""
+    import torch
+
+    from fact.core.enums import Arch, DType, Layout, Precision
+    from fact.realize.choose import SM90_TILES
+    from fact.realize.spec import GemmSpec, Mode
+
+    kern = kernel_for(GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.STREAMK,
+                               SM90_TILES["streamk"]))
+    rows = {}
+    for m, n, k in ((256, 256, 131072), (256, 256, 524288), (4096, 4096, 4096)):
+        a, w = rnd(m, k), rnd(n, k)
+        o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        kern(a, w.t(), None, None, o)
+        ref = torch.matmul(a.double(), w.double().t())
+        t_f = _bench(lambda a=a, w=w, o=o: kern(a, w.t(), None, None, o))
+        t_c = _bench(lambda a=a, w=w: torch.matmul(a, w.t()))
+        rows[f"{m}x{n}x{k}"] = {"fact_ms": t_f, "cublas_ms": t_c, "ratio_vs_cublas": t_c / t_f,
+                                "fact_rel_err": float((o.double() - ref).norm() / ref.norm()),
+                                "kernel": kern.spec.name, "precision": "bf16 both sides"}
+        print(f"stream-K {m}x{n}x{k}: fact {t_f:.3f} ms, cuBLAS {t_c:.3f} ms", flush=True)
+    bench["sm90_streamk_bf16"] = rows
 
 
 def main() -> int:
@@ -290,20 +333,26 @@ def main() -> int:
     ap.add_argument("--phase", choices=["all", "verify", "bench"], default="all")
     ap.add_argument("--jobs", type=int, default=8, help="parallel builds")
     ap.add_argument("--only", help="verify only kernels whose name matches this regex")
+    ap.add_argument("--no-planted", action="store_true", help="skip the planted-failure checks")
+    ap.add_argument("--sections", default="gemm,attention,streamk", help="benchmark sections to run")
     args = ap.parse_args()
     cache = BuildCache(max_jobs=max(1, (os.cpu_count() or 16) // args.jobs))
     out: dict[str, Any] = env_info()
+
+    def save() -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1, default=str))
+
     try:
         if args.phase in ("all", "verify"):
-            phase_verify(out, cache, args.jobs, args.only)
+            phase_verify(out, cache, args.jobs, args.only, planted_too=not args.no_planted)
         if args.phase in ("all", "bench"):
-            phase_bench(out, cache)
+            phase_bench(out, cache, set(args.sections.split(",")), save)
     except (FactError, RuntimeError) as exc:
         out["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         print(out["error"], flush=True)
     finally:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1, default=str))
+        save()
     return 0
 
 

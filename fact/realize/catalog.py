@@ -25,6 +25,7 @@ COOP128 = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.PERS
 PING = Sm90Tiles((128, 128, 64), (1, 1), Schedule.PINGPONG, Scheduler.PERSISTENT)
 WS = Sm90Tiles((64, 128, 64), (1, 2), Schedule.WARP_SPECIALIZED, Scheduler.PERSISTENT)
 STREAMK = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
+STREAMK_WIDE = Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
 TF32_TILES = Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
 T16 = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3)
 T16_SPLIT = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3, split_k=8)
@@ -42,6 +43,7 @@ def sm90_gemms() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_erf")), Mode.GEMM, WS),
         GemmSpec(Arch.SM90, F32, TF32, ROW, COL, (), Mode.GEMM, TF32_TILES),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.STREAMK, STREAMK),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"),), Mode.STREAMK, STREAMK_WIDE),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, ROW, (), Mode.BATCHED, COOP128),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("silu")), Mode.GEMM, COOP128),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("scale", 0.5), s("sigmoid")), Mode.GEMM, COOP128),

@@ -27,7 +27,7 @@ SM80_TILES = {
 SM90_TILES = {
     "gemm": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "tf32": Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
-    "streamk": Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
+    "streamk": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
 }
 
 
