@@ -196,7 +196,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
         plan.save(args.json)
     from rich.console import Console
 
-    Console(width=max(160, _console().width)).print(plan.render())
+    console = Console(width=max(160, _console().width))
+    console.print(plan.render())
+    if args.render:
+        from fact.realize import realizations
+
+        out = Path(args.render)
+        for r in realizations(plan):
+            if r.spec is None:
+                console.print(f"[yellow]kept in PyTorch[/yellow] {r.match_id}: {r.reason}")
+                continue
+            rendered = r.render()
+            folder = out / r.spec.name
+            folder.mkdir(parents=True, exist_ok=True)
+            for fname, text in rendered.sources.items():
+                (folder / fname).write_text(text)
+            console.print(f"{r.match_id} -> {folder} (grounded on {', '.join(r.exemplars) or 'no exemplar'})")
     return 0
 
 
@@ -243,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", choices=["sm80", "sm90"])
     p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto")
     p.add_argument("--json", help="also save the plan as JSON here")
+    p.add_argument("--render", metavar="DIR", help="write each match's kernel and binding sources under DIR")
     p.add_argument("--llm", help="a litellm model string: review the plan with that model")
     p.add_argument("--llm-api-base", help="an OpenAI-compatible endpoint for --llm")
     p.add_argument("--llm-replay", action="store_true", help="answer only from cached LLM responses")

@@ -132,3 +132,25 @@ def test_templates_are_strict() -> None:
 
     with pytest.raises(jinja2.UndefinedError):
         ENV.get_template("sm80_gemm.cu.j2").render(name="x")
+
+
+def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
+    from fact.cli import main
+    from fact.discover import discover
+    from fact.realize import realizations
+
+    block = Block(n_embd=256, n_head=4, block_size=128).to(torch.bfloat16)
+    plan = discover(block, [torch.empty(4, 128, 256, dtype=torch.bfloat16)], arch="sm80")
+    real = {r.match_id: r for r in realizations(plan)}
+    assert real["gemm_epilogue:linear_1"].spec is None and "not both" in real["gemm_epilogue:linear_1"].reason
+    fc = real["gemm_epilogue:linear_2"]
+    assert fc.spec is not None and fc.exemplars
+    src = fc.render().sources[f"{fc.spec.name}.cu"]
+    assert f"grounded on: {', '.join(fc.exemplars)}" in src
+    example = Path(__file__).resolve().parents[1] / "examples" / "mingpt_block.py"
+    assert main(["plan", f"{example}:Block", "--input", "2,64,768:float32", "--arch", "sm90",
+                 "--render", str(tmp_path)]) == 0
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    # exact fp32 has no wgmma path: 3xTF32 on the sm80 family, which runs on sm90
+    assert any(f.startswith("sm80_gemm_3xtf32_tn_") and f.endswith("_bias_gelu_tanh") for f in folders), folders
+    assert any(f.startswith("sm80_fmha_f32_d128") for f in folders), folders

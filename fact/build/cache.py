@@ -215,7 +215,8 @@ class BuildCache:
             proc = subprocess.run(cmd, input=json.dumps(payload), capture_output=True, text=True,
                                   timeout=self.timeout, env=env)
         except subprocess.TimeoutExpired as exc:
-            log.write_text(f"timed out after {self.timeout:.0f} s\n{exc.stdout or ''}{exc.stderr or ''}")
+            partial = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
+            log.write_text(f"timed out after {self.timeout:.0f} s\n{partial[0]}{partial[1]}")
             raise BuildError(f"building {req.name} did not finish within {self.timeout:.0f} s",
                              log_path=log, command=reproduce) from None
         log.write_text(proc.stdout + proc.stderr)

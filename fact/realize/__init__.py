@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fact.realize.choose import spec_for
@@ -23,6 +24,34 @@ from fact.realize.spec import (
     SpecError,
     Step,
 )
+
+
+@dataclass(frozen=True)
+class Realization:
+    """What realize makes of one plan item: a kernel spec grounded on the item's exemplars, or the
+    reason there is none (the original ops then stay)."""
+
+    match_id: str
+    spec: KernelSpec | None
+    exemplars: tuple[str, ...]
+    reason: str | None = None
+
+    def render(self) -> Rendered:
+        if self.spec is None:
+            raise SpecError(self.reason or "no kernel for this match")
+        return render(self.spec, self.exemplars)
+
+
+def realizations(plan: Any) -> list[Realization]:
+    """A Realization for every item of a discovered Plan, in plan order."""
+    out = []
+    for item in plan.items:
+        exemplars = tuple(e.id for e in item.exemplars)
+        try:
+            out.append(Realization(item.match.id, spec_for(item.match, plan.arch), exemplars))
+        except SpecError as exc:
+            out.append(Realization(item.match.id, None, exemplars, str(exc)))
+    return out
 
 
 def arch_list(spec: KernelSpec) -> str:
@@ -47,5 +76,5 @@ def build(rendered: Rendered, cache: Any = None) -> Any:
     return wrap(rendered.spec, built.module)
 
 
-__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Rendered", "Schedule", "Scheduler", "Sm80Tiles",
-           "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "render", "spec_for"]
+__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Realization", "Rendered", "Schedule", "Scheduler",
+           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "realizations", "render", "spec_for"]

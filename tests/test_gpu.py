@@ -1,0 +1,81 @@
+"""GPU tests: build, verify and compare kernels of each family with PyTorch. Skipped without a GPU
+(the evidence from the H100 is in results/realize/SUMMARY.md, produced by scripts/gpu_realize.py)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+from fact.core.enums import Arch, DType  # noqa: E402
+from fact.realize import build, render  # noqa: E402
+from fact.realize.catalog import representative  # noqa: E402
+from fact.realize.spec import FmhaSpec, GemmSpec  # noqa: E402
+from fact.verify import AttnCase, GemmCase, Job, default_gemm_cases, run_job  # noqa: E402
+from fact.verify.planted import planted_gemm  # noqa: E402
+
+CAPABILITY = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+SPECS = [s for s in representative() if CAPABILITY >= (9, 0) or s.family in ("sm80_gemm", "fmha_sm80")]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    from fact.build.cache import BuildCache
+
+    return BuildCache(tmp_path_factory.mktemp("builds"))
+
+
+def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):
+    from fact.build.cache import cuda_request
+    from fact.build.toolchain import find_toolchain
+    from fact.realize import arch_list
+
+    tc = find_toolchain()
+    includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / i) for i in rendered.includes]
+    built = cache.get(cuda_request(rendered.spec.name, rendered.sources, arch_list(rendered.spec), includes))
+    return Job(str(built.path), f"fact_{built.key[:24]}", rendered.spec, tuple(cases), tuple(seeds))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_family_verifies(spec, cache) -> None:
+    if isinstance(spec, GemmSpec):
+        cases = default_gemm_cases(spec, GemmCase(512, 384, 256, 2))
+    else:
+        d = spec.head_dim if spec.arch is Arch.SM90 else min(96, spec.head_dim)
+        cases = [AttnCase(2, 2, 256, d), AttnCase(1, 3, 128, d), AttnCase(2, 1, 384, d)]
+    outcome = run_job(_job(render(spec), cache, cases), timeout=600)
+    assert outcome.ok, outcome.detail
+
+
+@pytest.mark.parametrize("behaviour", ["noop", "wrong", "out_of_bounds"])
+def test_planted_bad_kernels_are_caught(behaviour, cache) -> None:
+    outcome = run_job(_job(planted_gemm(behaviour), cache, [GemmCase(128, 256, 64)], (0,)), timeout=120)
+    assert outcome.category == "failed_check"
+
+
+@pytest.mark.parametrize(("behaviour", "category"), [("illegal_address", "illegal_address"), ("trap", "trap"),
+                                                     ("hang", "timeout")])
+def test_planted_crashes_are_contained(behaviour, category, cache) -> None:
+    outcome = run_job(_job(planted_gemm(behaviour), cache, [GemmCase(64, 64, 64)], (0,)), timeout=30)
+    assert outcome.category == category
+    good = run_job(_job(planted_gemm("correct"), cache, [GemmCase(64, 64, 64)], (0,)), timeout=120)
+    assert good.ok
+
+
+def test_gemm_matches_pytorch_in_process(cache) -> None:
+    spec = next(s for s in SPECS if isinstance(s, GemmSpec) and s.dtype is DType.BF16 and not s.epilogue
+                and s.mode.value == "gemm")
+    kernel = build(render(spec), cache)
+    a = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(768, 512, device="cuda", dtype=torch.bfloat16)
+    ref = torch.matmul(a.double(), w.double().t())
+    ours, theirs = kernel(a, w.t()), torch.matmul(a, w.t())
+    assert float((ours.double() - ref).norm() / ref.norm()) <= 2 * float((theirs.double() - ref).norm() / ref.norm()) + 1e-3
+
+
+def test_attention_matches_sdpa(cache) -> None:
+    spec = FmhaSpec(Arch.SM80, DType.BF16, 128, True, 32, 128)
+    kernel = build(render(spec), cache)
+    q, k, v = (torch.randn(2, 256, 4, 96, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(3))
+    ours = kernel(q, k, v)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert float((ours.float() - theirs.float()).norm() / theirs.float().norm()) < 1e-2
