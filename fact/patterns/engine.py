@@ -171,6 +171,18 @@ def _step_args(op: Op, step: str) -> tuple[float | None, float | None]:
     return (None, None)
 
 
+def _absorb_spelled(current: Any, root: Any, steps: list[str], args: list[tuple[float | None, float | None]],
+                    nodes: list[Any]) -> Any | None:
+    """Absorb an activation written out as elementwise ops after `current`; its last node, or None."""
+    spelled = spelled_activation(current, root)
+    if not spelled or not _fits(steps, spelled[0]):
+        return None
+    steps.append(spelled[0])
+    args.append((None, None))
+    nodes += spelled[1]
+    return spelled[1][-1]
+
+
 def _epilogue(anchor: Any, root: Any, steps: list[str],
               args: list[tuple[float | None, float | None]]) -> tuple[list[str], list[Any], Any]:
     """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node) and fills
@@ -181,14 +193,11 @@ def _epilogue(anchor: Any, root: Any, steps: list[str],
     while out is not None:
         users = list(current.users)
         if len(users) > 1:
-            spelled = spelled_activation(current, root)
-            if spelled and _fits(steps, spelled[0]):
-                steps.append(spelled[0])
-                args.append((None, None))
-                nodes += spelled[1]
-                current = spelled[1][-1]
-                continue
-            break
+            absorbed = _absorb_spelled(current, root, steps, args, nodes)
+            if absorbed is None:
+                break
+            current = absorbed
+            continue
         if not users:
             break
         user = users[0]
@@ -210,14 +219,11 @@ def _epilogue(anchor: Any, root: Any, steps: list[str],
             if step == "bias" and "bias" in steps:
                 step = None
         if step is None or not _fits(steps, step):
-            spelled = spelled_activation(current, root)
-            if spelled and _fits(steps, spelled[0]):
-                steps.append(spelled[0])
-                args.append((None, None))
-                nodes += spelled[1]
-                current = spelled[1][-1]
-                continue
-            break
+            absorbed = _absorb_spelled(current, root, steps, args, nodes)
+            if absorbed is None:
+                break
+            current = absorbed
+            continue
         steps.append(step)
         args.append(_step_args(op, step))
         nodes.append(user)
