@@ -28,6 +28,8 @@ def test_build_load_and_reuse(tmp_path: Path) -> None:
     assert first.built_now and first.module.value == 7
     again = BuildCache(tmp_path).get(tiny(7))  # a new process would see the same: no rebuild
     assert not again.built_now and again.module.value == 7 and again.seconds < 0.1
+    same = cache.get(tiny(7))  # loaded already in this cache: the library's path, not its folder
+    assert same.path == first.path and same.path.is_file() and same.path.suffix == ".so"
 
 
 @pytest.mark.parametrize("change", [

@@ -140,7 +140,7 @@ class BuildCache:
         self.root = Path(root) if root else default_root()
         self.timeout = timeout
         self.max_jobs = max_jobs or max(1, (os.cpu_count() or 2))
-        self._loaded: dict[str, ModuleType] = {}
+        self._loaded: dict[str, tuple[ModuleType, Path]] = {}
 
     def key(self, req: BuildRequest) -> str:
         return request_key(req)
@@ -173,7 +173,8 @@ class BuildCache:
         key = self.key(req)
         module_name = f"fact_{key[:24]}"
         if key in self._loaded:
-            return Built(self._loaded[key], key, self.root / key, False, time.perf_counter() - start)
+            module, lib_path = self._loaded[key]
+            return Built(module, key, lib_path, False, time.perf_counter() - start)
         lib = self.lookup(key)
         built_now = False
         if lib is None:
@@ -189,7 +190,7 @@ class BuildCache:
             except Timeout:
                 raise BuildError(f"waited {LOCK_TIMEOUT_S:.0f} s for another build of {req.name} ({key[:12]})") from None
         module = _load_library(lib, module_name)
-        self._loaded[key] = module
+        self._loaded[key] = (module, lib)
         return Built(module, key, lib, built_now, time.perf_counter() - start)
 
     def _build(self, req: BuildRequest, key: str, module_name: str) -> Path:
