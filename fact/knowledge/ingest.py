@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fact.core.errors import BuildError, FactError, ToolchainError
+from fact.core.errors import BuildError, ToolchainError
 from fact.knowledge.base import KnowledgeBase
 from fact.knowledge.corpus import DEFAULT_CORPUS, CorpusEntry, load_corpus
 
@@ -118,10 +118,7 @@ def ingest(
             else:
                 report.skipped.append((e.id, "unchanged"))
         return report
-    try:
-        added, updated, unchanged = kb.write(entries, rebuild=rebuild)
-    except FactError:
-        raise
+    added, updated, unchanged = kb.write(entries, rebuild=rebuild)
     report.added.extend(added)
     report.updated.extend(updated)
     report.skipped.extend((i, "unchanged") for i in unchanged)

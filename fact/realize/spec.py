@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fact.core.enums import Arch, DType, Layout, Precision
@@ -294,4 +294,4 @@ def spec_key(spec: KernelSpec) -> str:
 
 
 __all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Schedule", "Scheduler", "Sm80Tiles", "Sm90Tiles",
-           "SpecError", "Step", "replace", "spec_key"]
+           "SpecError", "Step", "spec_key"]
