@@ -1,5 +1,6 @@
 """The build cache on real (tiny, CPU) extensions: keys, reuse, integrity, locking, kill -9."""
 
+import json
 import os
 import signal
 import subprocess
@@ -93,7 +94,7 @@ def test_four_processes_build_once(tmp_path: Path) -> None:
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-2000:]
-        results.append(__import__("json").loads(out.strip().splitlines()[-1]))
+        results.append(json.loads(out.strip().splitlines()[-1]))
     assert sum(r["built_now"] for r in results) == 1
     assert all(r["value"] == 21 for r in results)
 

@@ -1,6 +1,7 @@
 """The knowledge base never touches the network: cold start with every connect refused."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ print(json.dumps({"attempts": attempts, "hits": [h.id for h in hits], "import_s"
 
 
 def test_cold_start_makes_no_network_attempt(tmp_path: Path) -> None:
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "idx")], capture_output=True,
                          text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
