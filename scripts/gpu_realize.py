@@ -62,18 +62,14 @@ def cases_for(spec: KernelSpec) -> list[Any]:
 
 def build_all(specs: list[KernelSpec], extra: dict[str, Any], cache: BuildCache, jobs: int) -> dict[str, Any]:
     """Build in parallel threads (each build is its own nvcc/ninja process)."""
-    from fact.build.cache import cuda_request
-    from fact.build.toolchain import find_toolchain
-    from fact.realize import arch_list
+    from fact.realize import build_request
 
-    tc = find_toolchain()
     todo: dict[str, Any] = {s.name: render(s) for s in specs}
     todo.update(extra)
 
     def one(item: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
         name, rendered = item
-        includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / i) for i in rendered.includes]
-        req = cuda_request(name, rendered.sources, arch_list(rendered.spec), includes)
+        req = build_request(rendered, name)
         start = time.perf_counter()
         try:
             built = cache.get(req)

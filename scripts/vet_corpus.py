@@ -32,7 +32,6 @@ from fact.core.errors import BuildError
 from fact.knowledge.corpus import DEFAULT_CORPUS, CorpusEntry, load_corpus
 
 LINE = re.compile(r"FACT_VET (\S+) rel_err=(\S+) tol=(\S+) (PASS|FAIL)")
-HARNESS = DEFAULT_CORPUS / "common"
 
 
 def gpu_name() -> str | None:
@@ -45,14 +44,11 @@ def gpu_name() -> str | None:
 
 
 def vet_one(entry: CorpusEntry, workdir: Path, run: bool, timeout: float) -> dict:
-    from fact.build.toolchain import compile_check
+    from fact.knowledge.ingest import vet_entry
 
-    tc = find_toolchain()
-    includes = (HARNESS, *(tc.cutlass_root / inc for inc in entry.meta.includes))
     result: dict = {"id": entry.id, "arch": entry.meta.arch.value}
     try:
-        binary = compile_check(entry.path, entry.meta.arch, includes=includes,
-                               output=workdir / entry.id, toolchain=tc)
+        binary = vet_entry(entry, output=workdir / entry.id)
         result["compiled"] = True
     except BuildError as exc:
         result.update(compiled=False, error=str(exc))

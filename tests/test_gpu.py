@@ -25,13 +25,9 @@ def cache(tmp_path_factory):
 
 
 def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):
-    from fact.build.cache import cuda_request
-    from fact.build.toolchain import find_toolchain
-    from fact.realize import arch_list
+    from fact.realize import build_request
 
-    tc = find_toolchain()
-    includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / i) for i in rendered.includes]
-    built = cache.get(cuda_request(rendered.spec.name, rendered.sources, arch_list(rendered.spec), includes))
+    built = cache.get(build_request(rendered))
     return Job(str(built.path), f"fact_{built.key[:24]}", rendered.spec, tuple(cases), tuple(seeds))
 
 

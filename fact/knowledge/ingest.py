@@ -31,8 +31,8 @@ class IngestReport:
         return not self.rejected
 
 
-def vet_entry(entry: CorpusEntry) -> None:
-    """Compile an entry for its architecture with nvcc.
+def vet_entry(entry: CorpusEntry, output: Path | None = None) -> Path:
+    """Compile an entry for its architecture with nvcc; returns the binary's path.
 
     Raises:
         BuildError / ToolchainError: when it does not compile or nvcc is unusable.
@@ -41,7 +41,7 @@ def vet_entry(entry: CorpusEntry) -> None:
 
     tc = find_toolchain()
     includes = (DEFAULT_CORPUS / "common", *(tc.cutlass_root / inc for inc in entry.meta.includes))
-    compile_check(entry.path, entry.meta.arch, includes=includes, toolchain=tc)
+    return compile_check(entry.path, entry.meta.arch, includes=includes, output=output, toolchain=tc)
 
 
 def collect(paths: Sequence[Path], cutlass_examples: bool, report: IngestReport) -> list[CorpusEntry]:

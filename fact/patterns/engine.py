@@ -135,7 +135,7 @@ def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
     others = [t for t in op.tensors if t is not current]
     if op.kind in ("mul", "div"):
         return "scale" if not others and op.scalars else None
-    if op.kind != "add" or len(others) != 1 or (op.scalars and op.scalars[0] != 1.0 and len(op.node.args) > 2):
+    if op.kind != "add" or len(others) != 1 or op.attrs.get("alpha", 1) != 1:  # torch.add(x, y, alpha=2)
         return None
     other = _spec(others[0])
     if other is None:

@@ -59,22 +59,28 @@ def arch_list(spec: KernelSpec) -> str:
     return "9.0a" if spec.family in ("sm90_gemm", "fmha_sm90") else "8.0+PTX"
 
 
+def build_request(rendered: Rendered, name: str | None = None) -> Any:
+    """The BuildRequest of a rendered kernel: its sources, CUTLASS include dirs and target arch."""
+    from fact.build.cache import cuda_request
+    from fact.build.toolchain import find_toolchain
+
+    tc = find_toolchain()
+    includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / inc) for inc in rendered.includes]
+    return cuda_request(name or rendered.spec.name, rendered.sources, arch_list(rendered.spec), includes)
+
+
 def build(rendered: Rendered, cache: Any = None) -> Any:
     """Build (or load from the cache) the extension of a rendered kernel; returns a callable.
 
     Raises:
         BuildError: with the compiler log and the command to reproduce it.
     """
-    from fact.build.cache import BuildCache, cuda_request
-    from fact.build.toolchain import find_toolchain
+    from fact.build.cache import BuildCache
     from fact.realize.kernel import wrap
 
-    tc = find_toolchain()
-    includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / inc) for inc in rendered.includes]
-    req = cuda_request(rendered.spec.name, rendered.sources, arch_list(rendered.spec), includes)
-    built = (cache or BuildCache()).get(req)
+    built = (cache or BuildCache()).get(build_request(rendered))
     return wrap(rendered.spec, built.module)
 
 
 __all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Realization", "Rendered", "Schedule", "Scheduler",
-           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "realizations", "render", "spec_for"]
+           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "build_request", "realizations", "render", "spec_for"]
