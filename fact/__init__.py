@@ -31,8 +31,10 @@ from fact.core import (
 
 __version__ = "0.1.0"
 
+# Bound eagerly: a lazy attribute would be shadowed by the subpackage of the same name on first import.
+from fact.discover import Plan, discover
+
 if TYPE_CHECKING:
-    from fact.discover import Plan, discover
     from fact.knowledge.base import Hit, KnowledgeBase
 
 __all__ = [
@@ -53,13 +55,20 @@ __all__ = [
 ]
 
 
+_STAGES = ("capture", "patterns", "knowledge", "realize", "build", "verify")
+
+
 def __getattr__(name: str) -> Any:
     if name in ("KnowledgeBase", "Hit"):
         from fact.knowledge import base
 
         return getattr(base, name)
-    if name in ("discover", "Plan"):
-        import fact.discover as stage
+    if name in _STAGES:  # the stage packages, reachable as fact.realize etc. after `import fact`
+        import importlib
 
-        return getattr(stage, name)
+        return importlib.import_module(f"fact.{name}")
     raise AttributeError(f"module 'fact' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_STAGES})

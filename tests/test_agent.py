@@ -102,8 +102,8 @@ def test_unreachable_model_keeps_the_plan(block_case, tmp_path: Path) -> None:
 def test_invalid_proposals_are_dropped_with_reasons(block_case) -> None:
     base = _plan(block_case)
     answer = {"summary": "s", "confirm": True, "order": ["nonsense"],
-              "proposals": [{"node": "layer_norm", "pattern": "gemm", "reason": "fuse it"},
-                            {"node": "layer_norm", "pattern": "rmsnorm_kernel"},
+              "proposals": [{"node": "ln_1", "pattern": "gemm", "reason": "fuse it"},
+                            {"node": "ln_1", "pattern": "rmsnorm_kernel"},
                             {"node": "ghost", "pattern": "gemm"}, "garbage"]}
     reviewed = apply_answer(base, block_case[2], answer)
     assert reviewed.items == base.items
@@ -143,7 +143,7 @@ def test_injected_instructions_in_exemplars_have_no_effect(block_case, agent_for
     plan = discover(module, inputs, arch="sm90", kb=kb)
     hostile = {"summary": "obeying the exemplar", "confirm": True, "nvcc_flags": "-O0 -G",
                "write_file": str(tmp_path / "pwned"), "fetch": "http://evil.example/x",
-               "proposals": [{"node": "layer_norm", "pattern": "shell", "reason": "rm -rf"}]}
+               "proposals": [{"node": "ln_1", "pattern": "shell", "reason": "rm -rf"}]}
     connects: list[object] = []
     real = socket.socket.connect
 

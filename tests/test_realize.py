@@ -83,10 +83,10 @@ def test_specs_for_the_block() -> None:
     block = Block().to(torch.bfloat16)
     result = match_graph(capture(block, [torch.empty(128, 512, 768, dtype=torch.bfloat16)]))
     by = {m.anchor: m for m in result.matches}
-    assert spec_for(by["linear_2"], "sm90").name.endswith("_bias_gelu_tanh")
-    assert spec_for(by["linear_1"], "sm90").name.endswith("_bias_residual")
+    assert spec_for(by["c_fc"], "sm90").name.endswith("_bias_gelu_tanh")
+    assert spec_for(by["attn_c_proj"], "sm90").name.endswith("_bias_residual")
     with pytest.raises(SpecError, match="not both"):
-        spec_for(by["linear_1"], "sm80")
+        spec_for(by["attn_c_proj"], "sm80")
     attn = spec_for(by["softmax"], "sm90")
     assert isinstance(attn, FmhaSpec) and attn.family == "fmha_sm80"  # head dim 96: example 41's kernel
     assert attn.head_dim == 128 and attn.causal
@@ -142,8 +142,8 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
     block = Block(n_embd=256, n_head=4, block_size=128).to(torch.bfloat16)
     plan = discover(block, [torch.empty(4, 128, 256, dtype=torch.bfloat16)], arch="sm80")
     real = {r.match_id: r for r in realizations(plan)}
-    assert real["gemm_epilogue:linear_1"].spec is None and "not both" in real["gemm_epilogue:linear_1"].reason
-    fc = real["gemm_epilogue:linear_2"]
+    assert real["gemm_epilogue:attn_c_proj"].spec is None and "not both" in real["gemm_epilogue:attn_c_proj"].reason
+    fc = real["gemm_epilogue:c_fc"]
     assert fc.spec is not None and fc.exemplars
     src = fc.render().sources[f"{fc.spec.name}.cu"]
     assert f"grounded on: {', '.join(fc.exemplars)}" in src

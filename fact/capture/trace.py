@@ -87,21 +87,65 @@ def _fake_inputs(fake_mode: Any, inputs: Sequence[Any]) -> list[Any]:
 
 
 def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
-    """Run the graph on fake tensors (a fake copy of its parameters too) and annotate it."""
+    """Run the graph on fake tensors (a fake copy of its parameters too) and annotate it.
+
+    Raises:
+        CaptureError: naming the node that failed and the real cause (not a dump of the graph).
+    """
+    import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.shape_prop import ShapeProp
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     values: dict[Any, Any] = {}
 
-    class Recorder(ShapeProp):
+    class Recorder(torch.fx.Interpreter):
         def run_node(self, n: Any) -> Any:
-            out = super().run_node(n)
+            try:
+                with fake_mode:
+                    out = super().run_node(n)
+            except Exception as exc:
+                cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise CaptureError(
+                    f"the inputs do not fit the module: node {n.name} ({_describe_target(n)}) raised "
+                    f"{type(exc).__name__}: {cause}"
+                ) from None
             values[n] = out
             return out
 
-    Recorder(gm, fake_mode=fake_mode).propagate(*_fake_inputs(fake_mode, inputs))
+    recorder = Recorder(gm)
+    recorder.extra_traceback = False  # the CaptureError already names the node
+    # fake tensors log every failed meta kernel with a full traceback; the CaptureError says it in a line
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        recorder.run(*_fake_inputs(fake_mode, inputs))
+    finally:
+        quiet.setLevel(level)
     _annotate(gm, values)
+
+
+def _describe_target(n: Any) -> str:
+    if n.op == "call_module":
+        return f"module {n.target}"
+    return f"{n.op} {getattr(n.target, '__name__', n.target)}"
+
+
+def opaque_modules(gm: Any) -> list[tuple[str, str]]:
+    """Leaf modules of a module-level trace that hide GEMMs fact could serve (nn.MultiheadAttention,
+    nn.TransformerEncoder, ...): (node name, module type) pairs. At ATen level their GEMMs are seen."""
+    import torch.nn as nn
+
+    from fact.patterns.ops import module_kind
+
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "call_module":
+            continue
+        mod = gm.get_submodule(n.target)
+        if module_kind(mod) is None and any(isinstance(m, (nn.Linear, nn.MultiheadAttention)) for m in mod.modules()):
+            out.append((n.name, type(mod).__name__))
+    return out
 
 
 def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: Level | None = None) -> CapturedGraph:
@@ -119,28 +163,41 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     import torch
 
     notes: list[str] = []
+    if isinstance(example_inputs, torch.Tensor):  # one tensor is one input, not a sequence of its rows
+        example_inputs = (example_inputs,)
     inputs = tuple(example_inputs)
     was_training = getattr(module_or_graph, "training", False)
     if isinstance(module_or_graph, torch.nn.Module):
         module_or_graph.eval()
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "meta":
+            raise CaptureError("example inputs on the meta device carry no strides fact can use: "
+                               "pass real tensors (torch.empty is enough), or use inputs_from_factory()")
     try:
         gm, lvl = _trace(module_or_graph, inputs, level, notes)
         try:
             _propagate(gm, inputs)
-        except Exception as exc:  # shape errors surface as many exception types
-            if lvl == "module" and level is None and not isinstance(module_or_graph, torch.fx.GraphModule):
-                notes.append(f"shape propagation of the symbolic trace failed ({type(exc).__name__}: {exc}); "
-                             "retried with torch.export")
-                try:
-                    gm, lvl = _trace(module_or_graph, inputs, "aten", notes)
-                    _propagate(gm, inputs)
-                except Exception as again:
-                    raise CaptureError(
-                        f"the inputs do not fit the module: {type(exc).__name__}: {exc} "
-                        f"(torch.export also failed: {type(again).__name__})"
-                    ) from exc
-            else:
-                raise CaptureError(f"the inputs do not fit the module: {type(exc).__name__}: {exc}") from exc
+        except CaptureError as exc:
+            if lvl != "module" or level is not None or isinstance(module_or_graph, torch.fx.GraphModule):
+                raise
+            try:
+                gm, lvl = _trace(module_or_graph, inputs, "aten", notes)
+                _propagate(gm, inputs)
+            except Exception:
+                raise exc from None
+            notes.append(f"shape propagation of the symbolic trace failed ({exc}); captured with torch.export")
+        hidden = opaque_modules(gm) if lvl == "module" else []
+        if hidden and level is None and not isinstance(module_or_graph, torch.fx.GraphModule):
+            names = ", ".join(sorted({kind for _, kind in hidden}))
+            try:
+                gm, lvl = _trace(module_or_graph, inputs, "aten", notes)
+                _propagate(gm, inputs)
+                notes.append(f"{names} is opaque to module-level tracing: captured at ATen level to see its GEMMs")
+            except Exception as exc:
+                gm, lvl = _trace(module_or_graph, inputs, "module", notes)
+                _propagate(gm, inputs)
+                notes.append(f"{names} is opaque to module-level tracing and torch.export failed "
+                             f"({type(exc).__name__}): its GEMMs keep their PyTorch ops")
     except CaptureError:
         raise
     except Exception as exc:
@@ -159,7 +216,7 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
         return module, "module"
     if level in (None, "module"):
         try:
-            return torch.fx.symbolic_trace(module), "module"
+            return _symbolic_trace(module), "module"
         except Exception as exc:  # fx raises TraceError, TypeError, ... on dynamic control flow
             if level == "module":
                 raise CaptureError(f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}") from exc
@@ -173,6 +230,46 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
             "Data-dependent control flow or shapes cannot be captured; split the module or mark the branch."
         ) from exc
     return exported.module(), "aten"
+
+
+def inputs_from_factory(factory: Any) -> list[Any]:
+    """Example inputs from a `get_inputs()`-style function, without running it for real.
+
+    The factory runs on the meta device (no memory, no arithmetic), and each tensor it makes is
+    replaced by an uninitialised one of the same shape, dtype and strides: capture reads nothing else.
+
+    Raises:
+        CaptureError: when the factory fails or returns something that is not tensors.
+    """
+    import torch
+
+    try:
+        with torch.device("meta"):
+            made = factory()
+    except Exception as exc:
+        raise CaptureError(f"the input factory {getattr(factory, '__name__', factory)} failed on the meta "
+                           f"device: {type(exc).__name__}: {exc}") from exc
+    if isinstance(made, torch.Tensor):
+        made = [made]
+    out = []
+    for x in made:
+        if isinstance(x, torch.Tensor):
+            out.append(torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype))
+        else:
+            out.append(x)
+    return out
+
+
+def _symbolic_trace(module: Any) -> Any:
+    """torch.fx.symbolic_trace, with buffers traced as graph nodes: `self.mask[:T, :T]` with T taken
+    from an input's size then stays in the graph (a constant-folded or untraceable slice otherwise)."""
+    import torch
+
+    tracer = torch.fx.Tracer()
+    tracer.proxy_buffer_attributes = True
+    graph = tracer.trace(module)
+    name = module.__class__.__name__ if isinstance(module, torch.nn.Module) else module.__name__
+    return torch.fx.GraphModule(tracer.root, graph, name)
 
 
 def example_inputs_from_specs(specs: Sequence[tuple[tuple[int, ...], str]]) -> list[Any]:

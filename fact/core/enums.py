@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class Arch(enum.Enum):
@@ -67,17 +68,29 @@ class DType(enum.Enum):
     def is_float(self) -> bool:
         return self not in (DType.I8, DType.I32)
 
+    @property
+    def torch_name(self) -> str:
+        """The torch.dtype's name ("float32"); TF32 is stored as float32."""
+        return {
+            DType.F64: "float64", DType.F32: "float32", DType.TF32: "float32", DType.F16: "float16",
+            DType.BF16: "bfloat16", DType.I8: "int8", DType.I32: "int32",
+        }[self]
+
+    @property
+    def torch(self) -> Any:
+        """The torch.dtype (imports torch)."""
+        import torch
+
+        return getattr(torch, self.torch_name)
+
     @classmethod
     def from_torch(cls, dtype: object) -> DType:
         """Map a torch.dtype (by its name, so torch need not be imported here)."""
         name = str(dtype).removeprefix("torch.")
-        table = {
-            "float64": cls.F64, "float32": cls.F32, "float16": cls.F16,
-            "bfloat16": cls.BF16, "int8": cls.I8, "int32": cls.I32,
-        }
-        if name not in table:
+        found = next((d for d in cls if d.torch_name == name and d is not cls.TF32), None)
+        if found is None:
             raise ValueError(f"no fact dtype for torch dtype {dtype!r}")
-        return table[name]
+        return found
 
 
 class Layout(enum.Enum):

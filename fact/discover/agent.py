@@ -24,7 +24,7 @@ import jinja2
 from fact.core.errors import FactError, MissingDependencyError
 from fact.discover.plan import Plan, PlanItem
 from fact.patterns import pattern_table
-from fact.patterns.engine import _misaligned, _read_gemm, precision_for
+from fact.patterns.engine import misaligned, precision_for, read_gemm
 from fact.patterns.ops import op_of
 from fact.patterns.table import GEMM_RULES
 from fact.patterns.types import Match
@@ -252,19 +252,19 @@ def apply_answer(plan: Plan, captured: Any, answer: dict[str, Any], account: Acc
         if op is None or op.kind not in realizable[pattern].anchors:
             dropped.append(f"proposal {pattern!r} for {name}: {op.kind if op else 'node'} is not a GEMM anchor")
             continue
-        gemm = _read_gemm(op)
+        gemm = read_gemm(op, root)
         if isinstance(gemm, str):
             dropped.append(f"proposal {pattern!r} for {name}: {gemm}")
             continue
         prec = precision_for(gemm.dtype, plan.precision_policy)
-        bad = _misaligned(gemm, prec)
+        bad = misaligned(gemm, prec)
         if bad:
             dropped.append(f"proposal {pattern!r} for {name}: {bad}")
             continue
         rule = realizable[pattern]
         match = Match(pattern=rule.name, family=rule.family, anchor=name, nodes=(name,), output=name,
                       dtype=gemm.dtype, precision=prec, realization=rule.realization, problem=gemm.problem,
-                      layouts=gemm.layouts, epilogue=("bias",) if gemm.bias else (),
+                      layouts=gemm.layouts, epilogue=("bias",) if gemm.bias else (), operands=gemm.operands,
                       notes=(f"proposed by the LLM reviewer: {str(prop.get('reason', ''))[:200]}",))
         from fact.discover.cost import estimate
 

@@ -41,6 +41,7 @@ def discover(
     agent: Any = None,
     registry: PatternRegistry | None = None,
     level: str | None = None,
+    check: bool = True,
 ) -> Plan:
     """Capture `module`, match the pattern table, retrieve exemplars and order by time saved.
 
@@ -54,6 +55,8 @@ def discover(
         agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
         registry: verified patterns from earlier runs (default: the user cache).
         level: force the capture level ("module" or "aten").
+        check: re-run every matched subgraph of the module in float64 against the kernel's reading
+            of it, and refuse the matches that disagree (fact.verify.semantics).
 
     Raises:
         CaptureError: when the module cannot be traced or the inputs do not fit it.
@@ -92,4 +95,27 @@ def discover(
     )
     if agent is not None:
         plan = agent.review(plan, captured, kb)
+    if check:
+        plan = refuse_misreadings(plan, captured, example_inputs, module)
     return plan
+
+
+def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any], module: Any = None) -> Plan:
+    """Keep the items whose reading agrees with the module's own float64 computation; the others
+    become rejections with the reason (their original ops stay)."""
+    import dataclasses
+
+    from fact.patterns.types import Rejection
+    from fact.verify.semantics import check_matches
+
+    if not plan.items:
+        return plan
+    if hasattr(example_inputs, "shape"):
+        example_inputs = [example_inputs]
+    verdicts = check_matches(captured, [i.match for i in plan.items], example_inputs, module=module)
+    kept = tuple(i for i, v in zip(plan.items, verdicts, strict=True) if v.agrees)
+    refused = tuple(Rejection(i.match.anchor, i.match.pattern, v.reason or "refused", pattern=i.match.pattern)
+                    for i, v in zip(plan.items, verdicts, strict=True) if not v.agrees)
+    kept_ids = {i.match.id for i in kept}
+    groups = tuple(g for g in plan.groups if all(member in kept_ids for member in g.members))
+    return dataclasses.replace(plan, items=kept, rejections=plan.rejections + refused, groups=groups)

@@ -22,6 +22,8 @@ class AttentionFound:
     shape: AttentionShape | None
     q: Any
     notes: list[str]
+    operands: tuple[tuple[str, str], ...] = ()
+    refusal: str | None = None  # why this attention must keep its ops, though its shape was read
 
 
 def _single_user(n: Any) -> Any | None:
@@ -33,44 +35,108 @@ def _spec(n: Any) -> Any:
     return n.meta.get("fact_spec") if hasattr(n, "meta") else None
 
 
-def _is_causal_mask(mask: Any, root: Any) -> tuple[bool, list[Any]]:
-    """A boolean mask `tril(...)[..., :T, :T] == 0` built from a lower-triangular buffer."""
+def _is_tensor(n: Any) -> bool:
+    """Whether an fx node produces a tensor (shape propagation annotated it), not a size or int."""
+    return n.op == "get_attr" or "fact_spec" in n.meta or "fact_dtype" in n.meta
+
+
+# Fills at or below this are -inf for a softmax: exp(-1e4) is below every float type's smallest value.
+_NEG_INF_FILL = -1e4
+
+
+def _is_causal_mask(mask: Any, fill: Any, root: Any) -> tuple[bool, list[Any]]:
+    """Whether `masked_fill(scores, mask, fill)` applies a causal mask: the mask's value is True
+    exactly above the diagonal (the future keys) and the fill removes those scores (-inf, or a
+    constant so negative that softmax gives it no weight). The mask is *evaluated* (its buffer, its
+    comparison, its slicing to the sequence length), so every spelling is judged by what it computes."""
     import torch
 
-    nodes: list[Any] = []
-    stack = [mask]
-    buffers: list[Any] = []
-    while stack:
-        n = stack.pop()
-        if not hasattr(n, "op") or n in nodes:
-            continue
-        nodes.append(n)
+    if not isinstance(fill, (int, float)) or isinstance(fill, bool) or fill > _NEG_INF_FILL:
+        return False, []
+    evaluated = static_value(mask, root)
+    if evaluated is None:
+        return False, []
+    value, nodes = evaluated
+    if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.dtype is not torch.bool:
+        return False, []
+    sq, sk = value.shape[-2:]
+    future = torch.ones(sq, sk, dtype=torch.bool).triu(1)
+    if not all(torch.equal(m, future) for m in value.reshape(-1, sq, sk)):
+        return False, []
+    return True, [n for n in nodes if n.op != "get_attr"]
+
+
+_MAX_MASK_NODES = 32
+
+
+def static_value(node: Any, root: Any) -> tuple[Any, list[Any]] | None:
+    """The value of a node computed from buffers and input sizes alone (a mask sliced to the sequence
+    length, a scale of 1/sqrt(k.size(-1))), with the tensor nodes it took; None when it depends on
+    anything else (an input's values, an op outside the mask vocabulary)."""
+    import torch
+
+    values: dict[Any, Any] = {}
+    tensor_nodes: list[Any] = []
+
+    def value(n: Any, depth: int = 0) -> Any:
+        if not hasattr(n, "op"):
+            return n
+        if n in values:
+            return values[n]
+        if depth > _MAX_MASK_NODES:
+            raise LookupError("mask expression too deep")
         if n.op == "get_attr":
-            buffers.append(n)
-            continue
-        op = op_of(n, root)
-        if op is None or op.kind not in _MASK_OPS:
-            return False, []
-        stack.extend(n.all_input_nodes)
-    for b in buffers:
-        try:
-            value = root.get_buffer(b.target) if hasattr(root, "get_buffer") else getattr(root, b.target)
-        except AttributeError:
-            value = None
-        if value is None:
-            try:
-                obj = root
-                for part in str(b.target).split("."):
-                    obj = getattr(obj, part)
-                value = obj
-            except AttributeError:
-                return False, []
-        if not isinstance(value, torch.Tensor) or value.dim() < 2:
-            return False, []
-        square = value.reshape(-1, value.shape[-2], value.shape[-1])[0]
-        if square.shape[0] != square.shape[1] or not torch.equal(square != 0, torch.tril(torch.ones_like(square, dtype=torch.bool))):
-            return False, []
-    return bool(buffers), [n for n in nodes if n.op != "get_attr"]
+            out: Any = root
+            for part in str(n.target).split("."):
+                out = getattr(out, part)
+        elif _is_size_of(n):
+            shape = _spec(n.args[0]).shape if _spec(n.args[0]) is not None else None
+            if shape is None:
+                raise LookupError("size of an unannotated node")
+            out = shape[n.args[1]] if n.op == "call_method" and len(n.args) > 1 else torch.Size(shape)
+        elif _is_tensor(n) and n.op in ("call_function", "call_method"):
+            op = op_of(n, root)
+            if op is None or op.kind not in _MASK_OPS:
+                raise LookupError(f"{n.name} is not mask construction")
+            out = _call(n, value, depth)
+        elif n.op in ("call_function", "call_method") and not _is_tensor(n):
+            out = _call(n, value, depth)  # integer arithmetic on sizes, getitem of a size
+        else:
+            raise LookupError(f"{n.name} depends on the module's inputs")
+        if isinstance(out, torch.Tensor):
+            tensor_nodes.append(n)
+        values[n] = out
+        return out
+
+    try:
+        with torch.no_grad():
+            return value(node), tensor_nodes
+    except Exception:
+        return None
+
+
+def _is_size_of(n: Any) -> bool:
+    """x.size(), x.size(d) or x.shape of a tensor node."""
+    if not n.args or not hasattr(n.args[0], "meta"):
+        return False
+    if n.op == "call_method":
+        return n.target == "size"
+    return n.op == "call_function" and n.target is getattr and n.args[1:] == ("shape",)
+
+
+def _call(n: Any, value: Any, depth: int) -> Any:
+    def arg(a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(arg(x) for x in a)
+        if isinstance(a, slice):
+            return slice(arg(a.start), arg(a.stop), arg(a.step))
+        return value(a, depth + 1) if hasattr(a, "op") else a
+
+    args = [arg(a) for a in n.args]
+    kwargs = {k: arg(v) for k, v in n.kwargs.items()}
+    if n.op == "call_method":
+        return getattr(args[0], n.target)(*args[1:], **kwargs)
+    return n.target(*args, **kwargs)
 
 
 def _head_merge(n: Any, root: Any, nodes: list[Any]) -> Any:
@@ -97,13 +163,49 @@ def _shape_of(q: Any, k: Any, mask: str, scale: float | None) -> AttentionShape 
     return AttentionShape(batch=batch, heads=heads, seq_q=sq, seq_k=sk, head_dim=d, mask=mask, scale=scale)
 
 
+def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
+    node = op.node
+    dropout = node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0)
+    if not isinstance(dropout, (int, float)) or dropout != 0:
+        return f"scaled_dot_product_attention with dropout_p={dropout}: the fused kernels have no dropout"
+    if node.kwargs.get("enable_gqa", node.args[7] if len(node.args) > 7 else False):
+        return "grouped-query attention (enable_gqa=True) is not served"
+    scale = node.kwargs.get("scale", node.args[6] if len(node.args) > 6 else None)
+    if scale is not None and not isinstance(scale, (int, float)):
+        return "a scale computed at run time is not served"
+    mask = op.tensors[3] if len(op.tensors) > 3 else node.kwargs.get("attn_mask")
+    if mask is not None and hasattr(mask, "meta") and mask.meta.get("fact_dtype") == "bool":
+        return "a boolean attn_mask is not served"
+    if shape is not None and op.attrs.get("is_causal") and shape.seq_q != shape.seq_k:
+        return "causal attention with different query and key lengths is not served"
+    return None
+
+
 def match_sdpa(op: Op, root: Any) -> AttentionFound:
-    q, k = op.tensors[0], op.tensors[1]
+    q, k, v = op.tensors[0], op.tensors[1], op.tensors[2]
     mask = "causal" if op.attrs.get("is_causal") else ("additive" if op.attrs.get("has_mask") else "none")
     nodes = [op.node]
     output = _head_merge(op.node, root, nodes)
-    scale = op.attrs.get("scale")
-    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, ["scaled_dot_product_attention"])
+    scale = op.node.kwargs.get("scale", op.node.args[6] if len(op.node.args) > 6 else None)
+    shape = _shape_of(q, k, mask, scale if isinstance(scale, (int, float)) else None)
+    operands = [("q", q.name), ("k", k.name), ("v", v.name)]
+    attn_mask = op.node.kwargs.get("attn_mask", op.node.args[3] if len(op.node.args) > 3 else None)
+    if hasattr(attn_mask, "name"):
+        operands.append(("mask", attn_mask.name))
+    return AttentionFound(op.node, output, nodes, shape, q, ["scaled_dot_product_attention"], tuple(operands),
+                          _sdpa_refusal(op, shape))
+
+
+def _reaches_matmul(n: Any, root: Any) -> bool:
+    """Whether a chain of single-use scale/mask/cast nodes leads back from `n` to a matmul."""
+    for _ in range(8):
+        op = op_of(n, root)
+        if op is None or len(n.users) != 1 or not op.tensors:
+            return False
+        if op.kind in _MATMULS:
+            return True
+        n = op.tensors[0]
+    return False
 
 
 def match_softmax(op: Op, root: Any) -> AttentionFound | None:
@@ -117,6 +219,7 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
     mask, scale = "none", 1.0
     cur = op.tensors[0] if op.tensors else None
     qk = None
+    operands: list[tuple[str, str]] = []
     while cur is not None:
         cop = op_of(cur, root)
         if cop is None or len(cur.users) != 1:
@@ -125,21 +228,25 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
             qk = cop
             break
         if cop.kind == "masked_fill" and cop.tensors:
-            causal, mask_nodes = _is_causal_mask(cop.tensors[1], root) if len(cop.tensors) > 1 else (False, [])
-            if not causal:
+            fill = cur.args[2] if len(cur.args) > 2 else cur.kwargs.get("value")
+            causal, mask_nodes = (_is_causal_mask(cop.tensors[1], fill, root) if len(cop.tensors) > 1
+                                  and cop.tensors[0] is cur.args[0] else (False, []))
+            if not causal or mask != "none":
                 notes.append("masked_fill with a mask that is not a causal tril buffer")
                 return None
             mask = "causal"
             nodes += [cur, *mask_nodes]
             cur = cop.tensors[0]
-        elif cop.kind == "add" and len(cop.tensors) == 2:
+        elif cop.kind == "add" and len(cop.tensors) == 2 and mask == "none" and cop.attrs.get("alpha", 1) == 1:
+            scores, added = cop.tensors if _reaches_matmul(cop.tensors[0], root) else cop.tensors[::-1]
             mask = "additive"
+            operands.append(("mask", added.name))
             nodes.append(cur)
-            cur = cop.tensors[0]
-        elif cop.kind in ("mul", "div") and len(cop.tensors) == 1 and cop.scalars:
-            scale *= cop.scalars[0] if cop.kind == "mul" else 1.0 / cop.scalars[0]
+            cur = scores
+        elif (factor := _scale_factor(cur, cop, root)) is not None:
+            scale *= factor
             nodes.append(cur)
-            cur = cop.tensors[0]
+            cur = next(t for t in cop.tensors if _is_tensor(t))
         elif cop.kind in ("dropout", "to", "float", "type_as"):
             nodes.append(cur)
             cur = cop.tensors[0] if cop.tensors else None
@@ -151,11 +258,12 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
     q, kt = qk.tensors
     k = kt
     kop = op_of(kt, root)
-    if kop is not None and kop.kind in ("transpose", "permute") and len(kt.users) == 1:
+    if kop is not None and kop.kind == "transpose" and len(kt.users) == 1 and _swaps_last_two(kt):
         nodes.append(kt)
         k = kop.tensors[0]
+        operands[:0] = [("q", q.name), ("k", k.name)]
     else:
-        notes.append("k operand is not an explicit transpose")
+        return None  # without k^T spelled out, the head dim and key length cannot be told apart
     # forward: softmax -> (dropout) -> matmul with v
     cur = op.node
     pv = None
@@ -175,5 +283,35 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
             continue
         return None
     nodes.append(pv)
+    operands.insert(2, ("v", op_of(pv, root).tensors[1].name))  # type: ignore[union-attr]
     output = _head_merge(pv, root, nodes)
-    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes)
+    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes, tuple(operands))
+
+
+def _scale_factor(n: Any, op: Op, root: Any) -> float | None:
+    """The factor `scores * c`, `c * scores` or `scores / c` applies, for a constant c or one computed
+    from sizes (1.0 / math.sqrt(k.size(-1))); None for anything else (c / scores, rounding division)."""
+    if op.kind not in ("mul", "div") or op.attrs.get("rounding_mode") is not None or len(n.args) != 2:
+        return None
+    tensors = [a for a in n.args if hasattr(a, "op") and _is_tensor(a)]
+    if len(tensors) != 1 or (op.kind == "div" and n.args[0] is not tensors[0]):
+        return None
+    other = n.args[1] if n.args[0] is tensors[0] else n.args[0]
+    if hasattr(other, "op"):
+        evaluated = static_value(other, root)
+        other = evaluated[0] if evaluated is not None else None
+    if not isinstance(other, (int, float)) or isinstance(other, bool) or other == 0:
+        return None
+    return float(other) if op.kind == "mul" else 1.0 / float(other)
+
+
+def _swaps_last_two(n: Any) -> bool:
+    """Whether a transpose node exchanges the last two dims (k.transpose(-2, -1), k.mT, aten.t)."""
+    spec = n.meta.get("fact_spec")
+    rank = len(spec.shape) if spec is not None else None
+    dims = [a for a in n.args[1:] if isinstance(a, int)]
+    if not dims:
+        return rank == 2  # .t() / aten.t
+    if rank is None or len(dims) != 2:
+        return False
+    return sorted(d % rank for d in dims) == [rank - 2, rank - 1]

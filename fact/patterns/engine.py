@@ -39,13 +39,23 @@ def precision_for(dtype: DType, policy: str = "auto") -> Precision:
         return Precision.EXACT
 
 
-class _Gemm:
-    """A GEMM anchor read off a node: problem, operand layouts, dtype, bias."""
+@dataclass(frozen=True)
+class GemmReading:
+    """A GEMM anchor read off a node: problem, operand layouts, dtype, and where each operand comes
+    from (role -> reference, see Match.operands)."""
 
-    def __init__(self, problem: ProblemShape, layouts: tuple[Layout, Layout], dtype: DType,
-                 bias: bool, residual: bool = False) -> None:
-        self.problem, self.layouts, self.dtype = problem, layouts, dtype
-        self.bias, self.residual = bias, residual
+    problem: ProblemShape
+    layouts: tuple[Layout, Layout]
+    dtype: DType
+    operands: tuple[tuple[str, str], ...]
+
+    @property
+    def bias(self) -> bool:
+        return any(role == "bias" for role, _ in self.operands)
+
+    @property
+    def residual(self) -> bool:
+        return any(role == "residual" for role, _ in self.operands)
 
 
 def _spec(n: Any) -> TensorSpec | None:
@@ -58,8 +68,21 @@ def _layout_2d(spec: TensorSpec, flatten: bool) -> Layout | None:
     return spec.matrix_layout()
 
 
-def _read_gemm(op: Op) -> _Gemm | str:
-    """The GEMM a node computes, or the reason it cannot be served."""
+def _param_dtype(op: Op, root: Any) -> str | None:
+    """The dtype of an nn.Linear's weight, for the operand dtype check."""
+    if op.node.op != "call_module":
+        return None
+    weight = getattr(root.get_submodule(op.node.target), "weight", None)
+    return None if weight is None else str(weight.dtype).removeprefix("torch.")
+
+
+def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
+    """The GEMM a node computes, or the reason it cannot be served.
+
+    Args:
+        op: the node in the canonical vocabulary (a GEMM_OPS kind).
+        root: the GraphModule owning the node (to read a module's weight dtype).
+    """
     specs = [_spec(t) for t in op.tensors]
     out = _spec(op.node)
     if out is None or any(s is None for s in specs):
@@ -69,23 +92,34 @@ def _read_gemm(op: Op) -> _Gemm | str:
         bad = t.meta.get("fact_dtype")
         if bad is not None and DType(bad) not in table.SUPPORTED_DTYPES:
             return f"unsupported dtype {DType(bad).name.lower()}: fact's kernels cover float32, bfloat16 and float16"
+    dtypes = {s.dtype.torch_name for s in specs if s is not None}
+    weight_dtype = _param_dtype(op, root) if root is not None else None
+    if weight_dtype is not None:
+        dtypes.add(weight_dtype)
+    if len(dtypes) > 1:
+        return (f"operands of different dtypes ({', '.join(sorted(dtypes))}): PyTorch itself rejects this "
+                "GEMM; give inputs of the module's dtype")
     kind = op.kind
+    refs = [t.name for t in op.tensors]
     if kind == "linear":
         x = specs[0]
         assert x is not None
         if "weight_shape" in op.attrs:
             n, k = op.attrs["weight_shape"]
-            bias = op.attrs["has_bias"]
+            target = op.node.target
+            operands = [("a", refs[0]), ("w", f"param:{target}.weight")]
+            if op.attrs["has_bias"]:
+                operands.append(("bias", f"param:{target}.bias"))
         else:
             w = specs[1]
             assert w is not None
             n, k = w.shape
-            bias = len(specs) > 2
+            operands = list(zip(("a", "w", "bias"), refs, strict=False))
         m = x.numel // max(k, 1)
         a = _layout_2d(x, flatten=True)
         if a is None:
             return "activation operand is not contiguous over its leading dimensions"
-        return _Gemm(ProblemShape(m, n, k), (a, Layout.COL), x.dtype, bias)
+        return GemmReading(ProblemShape(m, n, k), (a, Layout.COL), x.dtype, tuple(operands))
     if kind in ("mm", "addmm"):
         a_spec, b_spec = specs[-2], specs[-1]
         assert a_spec is not None and b_spec is not None
@@ -93,7 +127,10 @@ def _read_gemm(op: Op) -> _Gemm | str:
         la, lb = a_spec.matrix_layout(), b_spec.matrix_layout()
         if la is None or lb is None:
             return "an operand is neither row- nor column-major"
-        return _Gemm(ProblemShape(m, n, k), (la, lb), a_spec.dtype, bias=kind == "addmm")
+        if kind == "addmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
+            return "addmm with alpha or beta other than 1: no pattern reads scaled addmm"
+        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("bias", refs[0])] if kind == "addmm" else [])
+        return GemmReading(ProblemShape(m, n, k), (la, lb), a_spec.dtype, tuple(operands))
     if kind in ("bmm", "baddbmm", "matmul"):
         a_spec, b_spec = specs[-2], specs[-1]
         assert a_spec is not None and b_spec is not None
@@ -106,7 +143,7 @@ def _read_gemm(op: Op) -> _Gemm | str:
             la, lb = _layout_2d(a_spec, flatten=True), b_spec.matrix_layout()
             if la is None or lb is None:
                 return "an operand is neither row- nor column-major"
-            return _Gemm(ProblemShape(m, n, k), (la, lb), a_spec.dtype, bias=False)
+            return GemmReading(ProblemShape(m, n, k), (la, lb), a_spec.dtype, (("a", refs[-2]), ("b", refs[-1])))
         if a_spec.shape[:-2] != b_spec.shape[:-2]:
             return f"broadcast batched matmul {a_spec.shape} x {b_spec.shape}: no batched pattern"
         *lead, m, k = a_spec.shape
@@ -117,24 +154,41 @@ def _read_gemm(op: Op) -> _Gemm | str:
         la, lb = a_spec.matrix_layout(), b_spec.matrix_layout()
         if la is None or lb is None:
             return "an operand is neither row- nor column-major"
-        return _Gemm(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, bias=False,
-                     residual=kind == "baddbmm")
+        if kind == "baddbmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
+            return "baddbmm with alpha or beta other than 1: no pattern reads scaled baddbmm"
+        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("residual", refs[0])] if kind == "baddbmm" else [])
+        return GemmReading(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, tuple(operands))
     return f"no GEMM reading for {kind}"
 
 
-def _misaligned(g: _Gemm, precision: Precision) -> str | None:
+def contiguous_extents(g: GemmReading) -> tuple[tuple[str, int], ...]:
+    """The extent each operand is contiguous along (what vector and TMA alignment apply to):
+    A's K if row-major else M, B's N if row-major else K, and the (row-major) output's N."""
+    la, lb = g.layouts
+    p = g.problem
+    return ((("K", p.k) if la is Layout.ROW else ("M", p.m)),
+            (("N", p.n) if lb is Layout.ROW else ("K", p.k)), ("N", p.n))
+
+
+def misaligned(g: GemmReading, precision: Precision) -> str | None:
+    """Why the operands' contiguous extents do not allow 16-byte accesses, or None."""
     need = table.ALIGNMENT[DType.TF32] if precision is Precision.TF32 else table.ALIGNMENT[g.dtype]
-    for name, extent in (("K", g.problem.k), ("N", g.problem.n)):
+    for operand, (name, extent) in zip(("A", "B", "the output"), contiguous_extents(g), strict=True):
         if extent % need:
-            return (f"misaligned: {name}={extent} is not a multiple of {need} elements (16-byte vector "
-                    f"access for {g.dtype.value}); an align-1 kernel would lose to cuBLAS")
+            return (f"misaligned: {operand} is contiguous along {name}={extent}, not a multiple of {need} "
+                    f"elements (16-byte vector access for {g.dtype.value}); an align-1 kernel would lose to cuBLAS")
     return None
 
 
 def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
     others = [t for t in op.tensors if t is not current]
-    if op.kind in ("mul", "div"):
-        return "scale" if not others and op.scalars else None
+    if op.kind == "mul":
+        return "scale" if not others and len(op.scalars) == 1 else None
+    if op.kind == "div":
+        # only y / c is a scale: c / y is a reciprocal, and a rounding mode is not a scale
+        first = op.node.args[0] if op.node.args else None
+        plain = op.attrs.get("rounding_mode") is None
+        return "scale" if not others and len(op.scalars) == 1 and first is current and plain else None
     if op.kind != "add" or len(others) != 1 or op.attrs.get("alpha", 1) != 1:  # torch.add(x, y, alpha=2)
         return None
     other = _spec(others[0])
@@ -183,10 +237,14 @@ def _absorb_spelled(current: Any, root: Any, steps: list[str], args: list[tuple[
     return spelled[1][-1]
 
 
-def _epilogue(anchor: Any, root: Any, steps: list[str],
-              args: list[tuple[float | None, float | None]]) -> tuple[list[str], list[Any], Any]:
-    """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node) and fills
-    `args` with each step's constants."""
+def _numeric_bounds(op: Op) -> bool:
+    return all(isinstance(op.attrs.get(k), (int, float, type(None))) for k in ("min", "max"))
+
+
+def _epilogue(anchor: Any, root: Any, steps: list[str], args: list[tuple[float | None, float | None]],
+              operands: list[tuple[str, str]]) -> tuple[list[str], list[Any], Any]:
+    """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node), fills `args`
+    with each step's constants and `operands` with the tensors bias and residual steps read."""
     out = _spec(anchor)
     nodes: list[Any] = []
     current = anchor
@@ -210,7 +268,7 @@ def _epilogue(anchor: Any, root: Any, steps: list[str],
             current = user
             continue
         step: str | None = None
-        if op.kind in table.UNARY_EPILOGUE:
+        if op.kind in table.UNARY_EPILOGUE and (op.kind not in ("clamp", "hardtanh") or _numeric_bounds(op)):
             step = table.UNARY_EPILOGUE[op.kind]
         elif op.kind == "gelu":
             step = "gelu_tanh" if op.attrs.get("approximate") == "tanh" else "gelu_erf"
@@ -226,6 +284,8 @@ def _epilogue(anchor: Any, root: Any, steps: list[str],
             continue
         steps.append(step)
         args.append(_step_args(op, step))
+        if step in ("bias", "residual"):
+            operands.append((step, next(t for t in op.tensors if t is not current).name))
         nodes.append(user)
         current = user
     return steps, nodes, current
@@ -261,13 +321,13 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
         op = views[n]
         if op is None or op.kind not in GEMM_OPS or n in covered:
             continue
-        gemm = _read_gemm(op)
+        gemm = read_gemm(op, root)
         if isinstance(gemm, str):
             result.rejections.append(Rejection(n.name, op.kind, gemm, pattern="gemm"))
             covered.add(n)
             continue
         prec = precision_for(gemm.dtype, precision)
-        reason = _misaligned(gemm, prec)
+        reason = misaligned(gemm, prec)
         if reason is None and gemm.problem.flops < table.MIN_GEMM_FLOPS:
             reason = f"too small ({gemm.problem}): launch overhead dominates, eager is as fast"
         if reason is not None:
@@ -276,7 +336,8 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
             continue
         initial = (["bias"] if gemm.bias else []) + (["residual"] if gemm.residual else [])
         step_args: list[tuple[float | None, float | None]] = [(None, None)] * len(initial)
-        steps, ep_nodes, last = _epilogue(n, root, initial, step_args)
+        operands = list(gemm.operands)
+        steps, ep_nodes, last = _epilogue(n, root, initial, step_args, operands)
         rule = next(r for r in table.GEMM_RULES if op.kind in r.anchors and r.when(gemm.problem, tuple(steps), arch))
         nodes = sorted([n, *ep_nodes], key=order.__getitem__)
         covered.update(nodes)
@@ -287,11 +348,14 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
             pattern=rule.name, family=rule.family, anchor=n.name, nodes=tuple(x.name for x in nodes),
             output=last.name, dtype=gemm.dtype, precision=prec, realization=rule.realization,
             problem=gemm.problem, layouts=gemm.layouts, epilogue=tuple(steps), notes=tuple(notes),
-            epilogue_args=tuple(step_args),
+            epilogue_args=tuple(step_args), operands=tuple(operands),
         ))
 
     _group_mlps(result, root)
-    _reject_uncovered(graph_nodes, views, covered, result)
+    from fact.capture.trace import opaque_modules
+
+    opaque = {name for name, _ in opaque_modules(root)} if captured.level == "module" else set()
+    _reject_uncovered(graph_nodes, views, covered, result, opaque)
     position = {x.name: i for i, x in enumerate(graph_nodes)}
     result.matches.sort(key=lambda m: position[m.anchor])
     return result
@@ -302,8 +366,10 @@ def _add_attention(found: AttentionFound, result: MatchResult, covered: set[Any]
     rule = table.ATTENTION_RULE
     spec = found.q.meta.get("fact_spec") if hasattr(found.q, "meta") else None
     dtype_name = found.q.meta.get("fact_dtype") if hasattr(found.q, "meta") else None
-    reason = None
-    if found.shape is None or spec is None:
+    reason = found.refusal
+    if reason is not None:
+        pass
+    elif found.shape is None or spec is None:
         reason = f"unsupported dtype {dtype_name}" if dtype_name else "no shape information for q"
     elif spec.dtype not in rule.dtypes:
         reason = f"unsupported dtype {spec.dtype.name.lower()} for fused attention"
@@ -322,7 +388,7 @@ def _add_attention(found: AttentionFound, result: MatchResult, covered: set[Any]
         pattern=rule.name, family=rule.family, anchor=anchor.name, nodes=tuple(n.name for n in nodes),
         output=found.output.name, dtype=spec.dtype, precision=precision_for(spec.dtype),
         realization=rule.realization, attention=found.shape, epilogue=tuple(epilogue),
-        notes=tuple(found.notes),
+        notes=tuple(found.notes), operands=found.operands,
     ))
 
 
@@ -344,12 +410,19 @@ def _group_mlps(result: MatchResult, root: Any) -> None:
             cur = user
 
 
-def _reject_uncovered(nodes: list[Any], views: dict[Any, Op | None], covered: set[Any], result: MatchResult) -> None:
+def _reject_uncovered(nodes: list[Any], views: dict[Any, Op | None], covered: set[Any], result: MatchResult,
+                      opaque: set[str]) -> None:
     for n in nodes:
         op = views[n]
-        if op is None or n in covered or op.kind in LAYOUT_OPS or n.meta.get("fact_spec") is None:
+        if op is None or n in covered or op.kind in LAYOUT_OPS:
             continue
+        if not any(key in n.meta for key in ("fact_spec", "fact_specs", "fact_dtype")):
+            continue  # sizes and other Python values
         if op.kind in ("eq", "tril", "ones", "arange"):
             continue  # mask construction that no kernel needs to replace
         kind = op.kind.split(":")[-1]
-        result.rejections.append(Rejection(n.name, kind, f"no pattern covers '{kind}': it stays in PyTorch"))
+        reason = f"no pattern covers '{kind}': it stays in PyTorch"
+        if n.op == "call_module" and n.name in opaque:
+            reason = (f"{kind} is opaque at module level: its GEMMs keep their PyTorch ops "
+                      "(capture at ATen level, level='aten', to see inside)")
+        result.rejections.append(Rejection(n.name, kind, reason))

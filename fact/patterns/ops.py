@@ -88,6 +88,39 @@ def _split_args(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[float, ..
     return tensors, scalars
 
 
+def _bounds(node: Any, kind: str) -> dict[str, float | None]:
+    """The (min, max) a clamp-like call applies, from every spelling of its arguments.
+
+    F.hardtanh names them min_val/max_val and defaults to (-1, 1); F.relu6 is (0, 6); torch.clamp
+    takes min/max; ATen's clamp_min/clamp_max take one bound each.
+    """
+    import torch.nn.functional as F
+
+    target, args, kwargs = node.target, node.args, node.kwargs
+    name = str(target)
+    if target is F.relu6 or name.endswith("relu6"):
+        return {"min": 0.0, "max": 6.0}
+    if "clamp_min" in name:
+        return {"min": kwargs.get("min", args[1] if len(args) > 1 else None), "max": None}
+    if "clamp_max" in name:
+        return {"min": None, "max": kwargs.get("max", args[1] if len(args) > 1 else None)}
+    rest = list(args[1:3])
+    lo = kwargs.get("min", kwargs.get("min_val", rest[0] if rest else None))
+    hi = kwargs.get("max", kwargs.get("max_val", rest[1] if len(rest) > 1 else None))
+    if kind == "hardtanh":
+        lo = -1.0 if lo is None else lo
+        hi = 1.0 if hi is None else hi
+    return {"min": lo, "max": hi}
+
+
+def module_kind(mod: Any) -> str | None:
+    """The canonical name of an nn.Module fact reads at module level, or None for an opaque one."""
+    global _FUNCS, _MODS
+    if _MODS is None:
+        _FUNCS, _MODS = _functions(), _modules()
+    return next((k for cls, k in _MODS.items() if type(mod) is cls), None)
+
+
 def op_of(node: Any, root: Any) -> Op | None:
     """The canonical view of `node` (None for placeholders, outputs and unknown calls).
 
@@ -101,7 +134,7 @@ def op_of(node: Any, root: Any) -> Op | None:
     assert _MODS is not None
     if node.op == "call_module":
         mod = root.get_submodule(node.target)
-        kind = next((k for cls, k in _MODS.items() if type(mod) is cls), None)
+        kind = module_kind(mod)
         if kind is None:
             return Op("module:" + type(mod).__name__, node, *_split_args(node.args))
         attrs: dict[str, Any] = {}
@@ -140,9 +173,7 @@ def op_of(node: Any, root: Any) -> Op | None:
     if kind == "leaky_relu" and len(node.args) > 1:
         attrs.setdefault("negative_slope", node.args[1])
     if kind in ("hardtanh", "clamp"):
-        rest = list(node.args[1:3])
-        attrs.setdefault("min", node.kwargs.get("min", rest[0] if rest else None))
-        attrs.setdefault("max", node.kwargs.get("max", rest[1] if len(rest) > 1 else None))
+        attrs.update(_bounds(node, kind))
     if kind == "sdpa":
         attrs.setdefault("is_causal", bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False)))
         mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)

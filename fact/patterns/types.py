@@ -44,6 +44,13 @@ class Match:
     notes: tuple[str, ...] = ()
     # constants of each epilogue step (scale factor, leaky slope, clamp bounds), aligned with `epilogue`
     epilogue_args: tuple[tuple[float | None, float | None], ...] = ()
+    # where the kernel's operands come from, as (role, reference) pairs. Roles: a, b (B as [K, N]),
+    # w (a weight stored [N, K], B = w^T), bias, residual; q, k, v, mask for attention. A reference
+    # is an fx node name, or "param:<qualified name>" for a parameter a call_module node reads.
+    operands: tuple[tuple[str, str], ...] = ()
+
+    def operand(self, role: str) -> str | None:
+        return next((ref for r, ref in self.operands if r == role), None)
 
     @property
     def id(self) -> str:
@@ -86,6 +93,7 @@ class Match:
         for key in ("nodes", "epilogue", "notes"):
             d[key] = tuple(d.get(key, ()))
         d["epilogue_args"] = tuple(tuple(x) for x in d.get("epilogue_args", ()))
+        d["operands"] = tuple(tuple(x) for x in d.get("operands", ()))
         return cls(**d)
 
 

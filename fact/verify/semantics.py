@@ -1,0 +1,362 @@
+"""Whether a match means what the module computes.
+
+The reference is the module itself: the fx nodes a match covers are re-run in float64, with the
+module's own parameters and buffers, on fresh random values for every tensor that flows into
+them. The kernel's reading of those nodes (its spec: GEMM operands, epilogue chain and constants,
+attention scale and mask) is computed in float64 on the same values, and the two must agree. A
+match that disagrees is refused, on the CPU, before anything is built: this closes every way the
+matcher can misread a module, not only the ones a test has seen.
+
+    agreements = check_matches(captured, matches, example_inputs)
+    refused = [a for a in agreements if not a.agrees]
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fact.core.enums import DType
+from fact.patterns.types import Match
+
+# float64 on both sides: a right reading agrees to ~1e-15; a fp32 cast inside the module, ~1e-7.
+TOLERANCE = 1e-6
+DEFAULT_SEEDS = (0, 1)
+# Above this many flops (the matches at the module's own shapes) the batch dimension is reduced.
+FULL_SHAPE_FLOPS = 4e9
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The verdict on one match: its reading agrees with the module, or the reason it is refused."""
+
+    match_id: str
+    agrees: bool
+    rel_err: float
+    reason: str | None = None
+    shapes: str = ""  # the input shapes the check ran at
+
+
+class _Unreadable(Exception):
+    """The subgraph cannot be re-run in float64 here (the reason is the message)."""
+
+
+def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Sequence[Any],
+                  *, seeds: Sequence[int] = DEFAULT_SEEDS, module: Any = None) -> list[Agreement]:
+    """Check every match against the module's own float64 computation.
+
+    Args:
+        captured: the fact.capture.CapturedGraph the matches were read from.
+        matches: the matches to check.
+        example_inputs: the inputs the graph was captured with (only shapes and dtypes are used).
+        seeds: one fresh draw of the subgraph's inputs per seed.
+        module: the original module; an ATen-level graph specialised to its batch size is then
+            re-captured at a reduced batch, and each match checked through its counterpart there.
+
+    Returns:
+        One Agreement per match, in order.
+    """
+    if not matches:
+        return []
+    gm = _float64_copy(captured.graph_module)
+    flops = sum(m.flops for m in matches)
+    if flops <= FULL_SHAPE_FLOPS:
+        shapes = [_full(example_inputs)]
+    else:  # cut the batch of every input, or the rows of the first; the model's own shape last
+        shapes = [_reduced(example_inputs), _reduced(example_inputs, first_only=True)]
+        if flops <= 8 * FULL_SHAPE_FLOPS:
+            shapes.append(_full(example_inputs))
+    recorded, error = None, ""
+    for attempt in shapes:
+        try:
+            recorded = _record(gm, attempt)
+            used = attempt
+            break
+        except Exception as exc:  # the module's own errors at a reduced shape
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if recorded is None and module is not None and captured.level == "aten":
+        return _check_recaptured(module, matches, example_inputs, seeds, error)
+    if recorded is None:
+        reason = (f"could not re-run the module in float64 at a checkable size ({error}); "
+                  "nothing is built from a reading that cannot be checked")
+        return [Agreement(m.id, False, math.inf, reason) for m in matches]
+    shape_text = ", ".join("x".join(map(str, t.shape)) for t in used if hasattr(t, "shape"))
+    import torch
+
+    out = []
+    for m in matches:
+        try:
+            with torch.no_grad():
+                err = max(_disagreement(gm, m, recorded, seed) for seed in seeds)
+        except _Unreadable as exc:
+            out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
+            continue
+        if err <= TOLERANCE:
+            out.append(Agreement(m.id, True, err, None, shape_text))
+        else:
+            out.append(Agreement(m.id, False, err, (
+                f"the kernel's reading ({_reading(m)}) differs from the module's own float64 output "
+                f"(relative error {err:.3g} > {TOLERANCE:g}): refused"), shape_text))
+    return out
+
+
+def _same_reading(a: Match, b: Match) -> bool:
+    """Whether two matches of the same anchor read it the same way (shapes aside)."""
+    keys = ("pattern", "nodes", "output", "epilogue", "epilogue_args", "operands")
+    if any(getattr(a, k) != getattr(b, k) for k in keys if k != "pattern"):
+        return False
+    if (a.attention is None) != (b.attention is None):
+        return False
+    return a.attention is None or (a.attention.mask, a.attention.scale) == (b.attention.mask, b.attention.scale)
+
+
+def _check_recaptured(module: Any, matches: Sequence[Match], example_inputs: Sequence[Any],
+                      seeds: Sequence[int], error: str) -> list[Agreement]:
+    import torch
+
+    from fact.capture import capture
+    from fact.patterns import match_graph
+
+    small = [torch.empty(tuple(t.shape), dtype=x.dtype) if isinstance(x, torch.Tensor) else x
+             for t, x in zip(_reduced(example_inputs), example_inputs, strict=True)]
+    try:
+        again = capture(module, small, level="aten")
+        first = matches[0]
+        policy = first.precision.value if first.dtype is DType.F32 else "auto"
+        counterparts = {m.anchor: m for m in match_graph(again, precision=policy).matches}
+    except Exception as exc:
+        reason = (f"could not re-run the module in float64 at a checkable size ({error}; re-capture at a "
+                  f"reduced batch failed: {type(exc).__name__})")
+        return [Agreement(m.id, False, math.inf, reason) for m in matches]
+    out = []
+    for m in matches:
+        twin = counterparts.get(m.anchor)
+        if twin is None or not _same_reading(m, twin):
+            out.append(Agreement(m.id, False, math.inf, "the module reads differently at a reduced batch, where "
+                                 "it can be checked: refused"))
+            continue
+        [verdict] = check_matches(again, [twin], small, seeds=seeds)
+        out.append(verdict)
+    return out
+
+
+def evaluate_subgraph(gm: Any, match: Match, env: dict[Any, Any]) -> Any:
+    """Run the nodes `match` covers, in graph order, given values for every node that feeds them."""
+    nodes = _nodes(gm, match)
+    values = dict(env)
+
+    def arg(a: Any) -> Any:
+        if isinstance(a, (list, tuple)):
+            return type(a)(arg(x) for x in a)
+        if isinstance(a, slice):
+            return slice(arg(a.start), arg(a.stop), arg(a.step))
+        if isinstance(a, dict):
+            return {k: arg(v) for k, v in a.items()}
+        return values[a] if hasattr(a, "op") else a
+
+    for n in nodes:
+        args, kwargs = arg(n.args), arg(dict(n.kwargs))
+        if n.op == "call_module":
+            values[n] = gm.get_submodule(n.target)(*args, **kwargs)
+        elif n.op == "call_method":
+            values[n] = getattr(args[0], n.target)(*args[1:], **kwargs)
+        elif n.op == "call_function":
+            values[n] = n.target(*args, **kwargs)
+        else:
+            raise _Unreadable(f"node {n.name} ({n.op}) cannot be part of a kernel")
+    return values[_node(gm, match.output)]
+
+
+def spec_output(gm: Any, match: Match, value: Any) -> Any:
+    """What the kernel's reading of `match` computes, in float64, from the values of its operands.
+
+    Args:
+        gm: the float64 GraphModule (parameters are read from it).
+        match: the match, with its operand roles.
+        value: a function from an operand reference to its tensor.
+    """
+    import torch
+
+    if match.attention is not None:
+        return _attention_output(match, value)
+    from fact.realize.choose import steps_of
+    from fact.verify.check import apply_steps
+
+    roles = dict(match.operands)
+    if "a" not in roles or not ({"b", "w"} & set(roles)):
+        raise _Unreadable("the match does not say where its GEMM operands come from")
+    a = value(roles["a"])
+    b = value(roles["b"]) if "b" in roles else value(roles["w"]).transpose(-2, -1)
+    product = torch.matmul(a, b)
+    bias = value(roles["bias"]) if "bias" in roles else None
+    residual = value(roles["residual"]) if "residual" in roles else None
+    return apply_steps(product, steps_of(match), bias, residual)
+
+
+def _attention_output(match: Match, value: Any) -> Any:
+    import torch
+
+    shape = match.attention
+    assert shape is not None
+    roles = dict(match.operands)
+    if not {"q", "k", "v"} <= set(roles):
+        raise _Unreadable("the match does not say where q, k and v come from")
+    q, k, v = (value(roles[r]) for r in ("q", "k", "v"))
+    scale = shape.scale if shape.scale is not None else q.shape[-1] ** -0.5
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if shape.mask == "causal":
+        sq, sk = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=scores.device).triu(1),
+                                    float("-inf"))
+    elif shape.mask == "additive":
+        if "mask" not in roles:
+            raise _Unreadable("an additive mask whose tensor the match does not name")
+        scores = scores + value(roles["mask"])
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) -> float:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    env = {}
+    for n in _inputs_of(gm, match):
+        if n not in recorded:
+            raise _Unreadable(f"node {n.name} feeding the match has no recorded value")
+        env[n] = _fresh(recorded[n], n, gen)
+    got = evaluate_subgraph(gm, match, env)
+
+    def value(ref: str) -> Any:
+        if ref.startswith("param:"):
+            return gm.get_parameter(ref.removeprefix("param:"))
+        node = _node(gm, ref)
+        return env[node] if node in env else recorded[node]
+
+    want = spec_output(gm, match, value)
+    if not isinstance(got, torch.Tensor):
+        raise _Unreadable("the subgraph does not produce a tensor")
+    if want.shape != got.shape:
+        if match.attention is not None and want.dim() == 4 and got.dim() == 3 and got.numel() == want.numel():
+            want = want.transpose(1, 2).reshape(got.shape)  # the usual head merge [B, H, S, D] -> [B, S, H*D]
+        else:
+            raise _Unreadable(f"the reading produces {tuple(want.shape)}, the module {tuple(got.shape)}")
+    got, want = got.double(), want.double()
+    if torch.isnan(want).any() or torch.isnan(got).any():
+        same = torch.equal(torch.isnan(want), torch.isnan(got))
+        if not same:
+            return math.inf
+        got, want = torch.nan_to_num(got), torch.nan_to_num(want)
+    scale = float(want.norm())
+    if scale == 0.0:
+        raise _Unreadable("the module's output is zero on random inputs: this check cannot tell readings apart")
+    return float((got - want).norm()) / scale
+
+
+def _fresh(recorded: Any, node: Any, gen: Any) -> Any:
+    """A fresh random tensor in place of a floating value flowing into the subgraph; the module's own
+    parameters and buffers (get_attr) and every non-floating value are kept."""
+    import torch
+
+    if node.op == "get_attr" or not isinstance(recorded, torch.Tensor) or not recorded.is_floating_point():
+        return recorded
+    # wide enough to reach clamp bounds and the curved part of every activation
+    return torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 6.0 - 3.0
+
+
+def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
+    import torch
+
+    values: dict[Any, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            out = super().run_node(n)
+            values[n] = out
+            return out
+
+    with torch.no_grad():
+        Recorder(gm).run(*inputs)
+    return values
+
+
+def _float64_copy(gm: Any) -> Any:
+    import torch
+
+    copied = copy.deepcopy(gm)
+    copied.to(torch.float64)
+    copied.eval()
+    return copied
+
+
+def _draw(shape: Sequence[int], like: Any, gen: Any) -> Any:
+    import torch
+
+    if like.is_floating_point():
+        return torch.rand(tuple(shape), generator=gen, dtype=torch.float64) * 2.0 - 1.0
+    if like.dtype is torch.bool:
+        return torch.rand(tuple(shape), generator=gen) < 0.5
+    return torch.zeros(tuple(shape), dtype=like.dtype)  # indices: zero is valid for every table
+
+
+def _full(example_inputs: Sequence[Any]) -> list[Any]:
+    import torch
+
+    gen = torch.Generator().manual_seed(1234)
+    return [_draw(x.shape, x, gen) if isinstance(x, torch.Tensor) else x for x in example_inputs]
+
+
+def _reduced(example_inputs: Sequence[Any], first_only: bool = False) -> list[Any]:
+    """The inputs with their leading (batch or row) dimension cut to 2 (every input's, or only the
+    first's): the model's other extents are kept."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1234)
+    out = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] > 2 and not (first_only and i):
+            out.append(_draw((2, *x.shape[1:]), x, gen))
+        else:
+            out.append(_draw(x.shape, x, gen) if isinstance(x, torch.Tensor) else x)
+    return out
+
+
+def _node(gm: Any, name: str) -> Any:
+    for n in gm.graph.nodes:
+        if n.name == name:
+            return n
+    raise _Unreadable(f"the match names node {name!r}, which the graph does not have")
+
+
+def _nodes(gm: Any, match: Match) -> list[Any]:
+    wanted = set(match.nodes)
+    nodes = [n for n in gm.graph.nodes if n.name in wanted]
+    if len(nodes) != len(wanted):
+        raise _Unreadable("the match names nodes the graph does not have")
+    return nodes
+
+
+def _inputs_of(gm: Any, match: Match) -> list[Any]:
+    """The nodes outside the match that feed it, in graph order."""
+    inside = set(_nodes(gm, match))
+    seen: dict[Any, None] = {}
+    for n in inside:
+        for a in n.all_input_nodes:
+            if a not in inside:
+                seen[a] = None
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    return sorted(seen, key=order.__getitem__)
+
+
+def _reading(match: Match) -> str:
+    if match.attention is not None:
+        a = match.attention
+        scale = a.scale if a.scale is not None else "1/sqrt(d)"
+        return f"attention, scale {scale}, {a.mask} mask"
+    parts = []
+    for step, args in zip(match.epilogue, match.epilogue_args or [(None, None)] * len(match.epilogue), strict=False):
+        shown = [f"{x:g}" for x in args if x is not None]
+        parts.append(step + (f"({', '.join(shown)})" if shown else ""))
+    return f"{match.pattern} " + " -> ".join(["gemm", *parts])

@@ -1,0 +1,218 @@
+"""Trust before composition: every reading the matcher makes is checked against the module's own
+float64 computation, and the misreadings found by review are refused or read right."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import fact
+from fact.capture import CaptureError, capture, inputs_from_factory
+from fact.patterns import match_graph
+from fact.verify import semantics
+from fact.verify.semantics import check_matches
+
+from .models.transformer import Block
+
+
+class LinearThen(nn.Module):
+    def __init__(self, fn, features: int = 256) -> None:
+        super().__init__()
+        self.lin = nn.Linear(features, features)
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.lin(x))
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self, compare: int = 0, fill: float = float("-inf"), seq: int = 128) -> None:
+        super().__init__()
+        self.register_buffer("tril", torch.tril(torch.ones(seq, seq)))
+        self.compare, self.fill = compare, fill
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        T = q.size(-2)
+        att = att.masked_fill(self.tril[:T, :T] == self.compare, self.fill)
+        return F.softmax(att, dim=-1) @ v
+
+
+class DropoutSDPA(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+
+
+X = [torch.empty(64, 256)]
+QKV = [torch.empty(2, 4, 128, 64) for _ in range(3)]
+
+
+def _plan(module: nn.Module, inputs) -> fact.Plan:
+    return fact.discover(module, inputs, arch="sm90")
+
+
+def _matched(plan) -> list[tuple[str, tuple[str, ...], tuple]]:
+    return [(i.match.pattern, i.match.epilogue, i.match.epilogue_args) for i in plan.items]
+
+
+# --- the reference is the module itself ---------------------------------------------------------
+
+def test_a_misread_epilogue_is_refused_by_the_module_check() -> None:
+    module = LinearThen(lambda y: F.hardtanh(y, -2.0, 3.0))
+    captured = capture(module, X)
+    [match] = match_graph(captured).matches
+    misread = dataclasses.replace(match, epilogue_args=((None, None), (-1.0, 1.0)))
+    right, wrong = check_matches(captured, [match, misread], X)
+    assert right.agrees and right.rel_err < 1e-12
+    assert not wrong.agrees and "differs from the module's own float64 output" in (wrong.reason or "")
+
+
+def test_a_misread_attention_mask_or_scale_is_refused() -> None:
+    captured = capture(MaskedAttention(), QKV)
+    [match] = match_graph(captured).matches
+    assert match.attention is not None and match.attention.mask == "causal"
+    assert match.attention.scale == pytest.approx(64 ** -0.5)
+    no_mask = dataclasses.replace(match, attention=dataclasses.replace(match.attention, mask="none"))
+    bad_scale = dataclasses.replace(match, attention=dataclasses.replace(match.attention, scale=1.0))
+    verdicts = check_matches(captured, [match, no_mask, bad_scale], QKV)
+    assert [v.agrees for v in verdicts] == [True, False, False]
+
+
+def test_discover_drops_refused_matches_and_says_why(monkeypatch) -> None:
+    from fact.patterns import engine
+
+    real = engine._step_args
+
+    def planted(op, step):  # a matcher that misreads every leaky slope
+        got = real(op, step)
+        return (0.5, None) if step == "leaky_relu" else got
+
+    monkeypatch.setattr(engine, "_step_args", planted)
+    plan = _plan(LinearThen(lambda y: F.leaky_relu(y, 0.1)), X)
+    assert plan.items == ()
+    [refusal] = [r for r in plan.rejections if "refused" in r.reason]
+    assert "leaky_relu(0.5)" in refusal.reason
+
+
+def test_module_check_runs_at_reduced_batch_for_large_modules(monkeypatch) -> None:
+    monkeypatch.setattr(semantics, "FULL_SHAPE_FLOPS", 0)
+    captured = capture(MaskedAttention(), [torch.empty(8, 4, 128, 64) for _ in range(3)])
+    [verdict] = check_matches(captured, match_graph(captured).matches, [torch.empty(8, 4, 128, 64)] * 3)
+    assert verdict.agrees and verdict.shapes.startswith("2x4x128x64")
+
+
+def test_aten_graphs_fixed_to_their_batch_are_checked_through_a_recapture(monkeypatch) -> None:
+    monkeypatch.setattr(semantics, "FULL_SHAPE_FLOPS", 0)
+    module = LinearThen(F.gelu)
+    inputs = [torch.empty(8, 16, 256)]
+    captured = capture(module, inputs, level="aten")
+    matches = match_graph(captured).matches
+    [verdict] = check_matches(captured, matches, inputs, module=module)
+    assert verdict.agrees, verdict.reason
+
+
+# --- the defects, each as a test ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("compare", "fill", "causal"), [
+    (0, float("-inf"), True), (0, -1e9, True), (1, float("-inf"), False), (0, 0.0, False), (0, float("inf"), False),
+])
+def test_a_causal_mask_is_judged_by_its_value_and_fill(compare, fill, causal) -> None:
+    plan = _plan(MaskedAttention(compare, fill), QKV)
+    attention = [i.match for i in plan.items if i.match.attention is not None]
+    assert (len(attention) == 1 and attention[0].attention.mask == "causal") is causal
+
+
+def test_the_minGPT_block_is_captured_at_module_level_with_its_causal_attention() -> None:
+    captured = capture(Block(), [torch.empty(2, 512, 768)])
+    assert captured.level == "module"
+    [attention] = [m for m in match_graph(captured).matches if m.attention is not None]
+    assert attention.attention.mask == "causal" and attention.attention.scale == pytest.approx(96 ** -0.5)
+
+
+@pytest.mark.parametrize(("fn", "expected"), [
+    (lambda y: 3 / y, [("gemm_epilogue", ("bias",), ((None, None),))]),
+    (lambda y: y / 4, [("gemm_epilogue", ("bias", "scale"), ((None, None), (0.25, None)))]),
+    (lambda y: torch.div(y, 4, rounding_mode="floor"), [("gemm_epilogue", ("bias",), ((None, None),))]),
+    (lambda y: F.hardtanh(y, -2.0, 3.0), [("gemm_epilogue", ("bias", "clamp"), ((None, None), (-2.0, 3.0)))]),
+    (F.relu6, [("gemm_epilogue", ("bias", "clamp"), ((None, None), (0.0, 6.0)))]),
+    (lambda y: torch.clamp(y, min=-0.5), [("gemm_epilogue", ("bias", "clamp"), ((None, None), (-0.5, None)))]),
+])
+def test_scalar_steps_are_read_as_the_module_computes_them(fn, expected) -> None:
+    assert _matched(_plan(LinearThen(fn), X)) == expected
+
+
+def test_sdpa_with_dropout_is_refused_with_its_reason() -> None:
+    plan = _plan(DropoutSDPA(), QKV)
+    assert plan.items == ()
+    assert any("dropout_p=0.1" in r.reason for r in plan.rejections)
+
+
+def test_mixed_dtype_gemms_are_not_planned() -> None:
+    plan = _plan(nn.Linear(768, 768), [torch.empty(128, 768, dtype=torch.bfloat16)])
+    assert plan.items == ()
+    assert any("different dtypes" in r.reason for r in plan.rejections)
+
+
+def test_alignment_is_checked_on_each_operands_contiguous_extent() -> None:
+    class TransposedA(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a.T @ b
+
+    bf16 = torch.bfloat16
+    rows_1001 = _plan(TransposedA(), [torch.empty(256, 1001, dtype=bf16), torch.empty(256, 512, dtype=bf16)])
+    assert rows_1001.items == () and any("contiguous along M=1001" in r.reason for r in rows_1001.rejections)
+    rows_1024 = _plan(TransposedA(), [torch.empty(256, 1024, dtype=bf16), torch.empty(256, 512, dtype=bf16)])
+    assert len(rows_1024.items) == 1
+
+
+def test_fact_discover_works_every_time_and_the_stages_are_reachable() -> None:
+    for _ in range(2):
+        assert isinstance(fact.discover(nn.Linear(256, 256), X, arch="sm90"), fact.Plan)
+    assert callable(fact.realize.spec_for)
+    assert "discover" in dir(fact)
+    import pydoc
+
+    assert "discover(module" in pydoc.plain(pydoc.render_doc(fact))
+
+
+def test_multihead_attention_is_not_hidden_by_module_level_capture() -> None:
+    class Wrapped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.mha(x, x, x, need_weights=False)[0]
+
+    captured = capture(Wrapped(), [torch.empty(2, 64, 256)])
+    assert captured.level == "aten" and any("MultiheadAttention" in n for n in captured.trace_notes)
+    module_level = match_graph(capture(Wrapped(), [torch.empty(2, 64, 256)], level="module"))
+    assert any("opaque at module level" in r.reason for r in module_level.rejections)
+
+
+def test_input_factories_run_on_the_meta_device() -> None:
+    def get_inputs():
+        x = torch.randn(4096, 4096, 64)  # 4 GiB if it were real
+        assert x.device.type == "meta"
+        return [x]
+
+    [x] = inputs_from_factory(get_inputs)
+    assert x.shape == (4096, 4096, 64) and x.device.type == "cpu" and x.dtype is torch.float32
+
+
+def test_a_wrong_input_shape_says_which_node_and_why(capfd) -> None:
+    with pytest.raises(CaptureError) as info:
+        capture(nn.Linear(256, 256), [torch.empty(64, 255)])
+    message = str(info.value)
+    assert "node" in message and "255" in message and len(message) < 400
+    assert len(capfd.readouterr().err) < 2000
+
+
+def test_a_single_tensor_is_one_input_not_a_list_of_rows() -> None:
+    plan = fact.discover(nn.Linear(256, 256), torch.empty(64, 256), arch="sm90")
+    assert [i.match.problem.m for i in plan.items] == [64]
