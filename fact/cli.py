@@ -1,4 +1,9 @@
-"""The `fact` command line: build, query, inspect and evaluate the knowledge base."""
+"""The `fact` command line: build, query, inspect and evaluate the knowledge
+base, and plan a module.
+
+Exit status: 0 on success, 1 when the command ran and failed (or found
+nothing), 2 when the command line itself is wrong.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +11,39 @@ import argparse
 import json
 import logging
 import sys
+import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fact.core.errors import FactError
+from fact import __version__
+from fact.core.errors import FactError, UsageError
+from fact.display import Column, FitTable
+
+_MAX_LISTED = 10
 
 
 def _console() -> Any:
+    """Rich output without markup or emoji codes: file names, flags and messages print as written."""
     from rich.console import Console
 
-    return Console()
+    return Console(markup=False, emoji=False, highlight=False)
+
+
+def _text(*parts: str | tuple[str, str]) -> Any:
+    from rich.text import Text
+
+    return Text.assemble(*parts)
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {value!r}")
+    return number
 
 
 def _open_kb(args: argparse.Namespace, sync: bool = True) -> Any:
@@ -30,10 +57,15 @@ def _parse_where(pairs: list[str]) -> dict[str, Any]:
     where: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise FactError(f"--where takes KEY=VALUE, got {pair!r}")
+        if not sep or not key:
+            raise UsageError(f"--where takes KEY=VALUE, got {pair!r}")
         where[key] = {"true": True, "false": False}.get(value.lower(), value)
     return where
+
+
+def _listed(values: list[str]) -> str:
+    shown = ", ".join(values[:_MAX_LISTED])
+    return shown + (f" and {len(values) - _MAX_LISTED} more" if len(values) > _MAX_LISTED else "")
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
@@ -43,33 +75,61 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     kb = _open_kb(args, sync=False)
     with console.status("indexing the corpus"):
         report = ingest([Path(p) for p in args.corpus], kb=kb, rebuild=args.rebuild,
-                        cutlass_examples=not args.no_cutlass_examples)
+                        cutlass_examples=args.cutlass_examples)
         if not args.rebuild:
-            kb.sync([Path(p) for p in args.corpus], cutlass_examples=not args.no_cutlass_examples)
+            kb.sync([Path(p) for p in args.corpus], cutlass_examples=args.cutlass_examples)
     console.print(f"index: {kb.count()} entries ({len(report.added)} added, {len(report.updated)} updated, "
                   f"{len(report.rejected)} rejected); model {kb.model_name}")
     for path, why in report.rejected:
-        console.print(f"[red]rejected[/red] {path}: {why}")
+        console.print(_text(("rejected", "red"), f" {path}: {why}"))
     return 0 if report.ok else 1
 
 
-def cmd_query(args: argparse.Namespace) -> int:
-    from rich.table import Table
+def _why_no_hits(kb: Any, text: str, mode: str, filters: dict[str, Any]) -> str:
+    """Why a query found nothing: an empty index, a filter no entry passes, or no entry scored."""
+    from fact.knowledge.store import matches
 
+    snap = kb.snapshot()
+    if not snap.ids:
+        return "the index is empty: run 'fact index build'"
+    for key, value in filters.items():
+        if not any(matches(m, {key: value}) for m in snap.metadatas):
+            seen = sorted({str(m[key]) for m in snap.metadatas if key in m})
+            if not seen:
+                return f"no entry of the {len(snap.ids)} indexed has a field {key!r}"
+            return f"no entry of the {len(snap.ids)} indexed has {key}={value!r}; {key} is one of: {_listed(seen)}"
+    passing = sum(1 for m in snap.metadatas if matches(m, filters))
+    if passing == 0:
+        shown = ", ".join(f"{k}={v!r}" for k, v in filters.items())
+        return f"each filter matches some entries, but no entry has all of {shown}"
+    hint = "; try other words or --mode hybrid" if mode == "lexical" else "; try other words"
+    return f"{passing} entries pass the filters, but none matched {text!r} in {mode} retrieval{hint}"
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    where = _parse_where(args.where)
     kb = _open_kb(args)
-    hits = kb.query(args.text, k=args.k, arch=args.arch, where=_parse_where(args.where), mode=args.mode)
+    hits = kb.query(args.text, k=args.k, arch=args.arch, where=where, mode=args.mode)
     if args.json:
         print(json.dumps([h.__dict__ for h in hits], indent=2, default=str))
+    if not hits:
+        filters = {**where, **({"arch": args.arch} if args.arch else {})}
+        print(f"fact query: no hits: {_why_no_hits(kb, args.text, args.mode, filters)}", file=sys.stderr)
+        return 1
+    if args.json:
         return 0
-    table = Table(title=f"{args.text!r} ({args.mode}, {args.arch or 'any arch'})")
-    for col in ("#", "id", "score", "dense rank", "lexical rank", "arch", "op", "source", "path"):
-        table.add_column(col)
-    for n, h in enumerate(hits, 1):
-        rank = lambda r: "-" if r is None else str(r + 1)  # noqa: E731
-        table.add_row(str(n), h.id, f"{h.score:.4f}", rank(h.dense_rank), rank(h.lexical_rank),
-                      h.arch, str(h.metadata.get("op")), str(h.metadata.get("source")), h.path)
-    _console().print(table)
-    return 0 if hits else 1
+
+    def rank(r: int | None) -> str:
+        return "-" if r is None else str(r + 1)
+
+    columns = [Column("#", key=True, justify="right"), Column("id", key=True), Column("score", justify="right"),
+               Column("dense rank", justify="right"), Column("lexical rank", justify="right"), Column("arch"),
+               Column("op"), Column("source"), Column("path")]
+    rows = [(str(n), h.id, f"{h.score:.4f}", rank(h.dense_rank), rank(h.lexical_rank), h.arch,
+             str(h.metadata.get("op")), str(h.metadata.get("source")), h.path) for n, h in enumerate(hits, 1)]
+    title = f"{len(hits)} hit{'' if len(hits) == 1 else 's'} for {args.text!r} ({args.mode} retrieval, {args.arch or 'any arch'})"
+    _console().print(FitTable(columns, rows, title=title))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -88,45 +148,46 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from fact.knowledge.base import Mode
     from fact.knowledge.evaluate import evaluate, load_queries
 
     kb = _open_kb(args)
     queries = load_queries(Path(args.queries)) if args.queries else load_queries()
     modes: list[Mode] = ["dense", "lexical", "hybrid"] if args.mode == "all" else [args.mode]
-    table = Table(title=f"retrieval on {len(queries)} labelled queries ({kb.count()} indexed, model {kb.model_name})")
-    for col in ("mode", "arch", "queries", "recall@1", "recall@5", "MRR", "foreign-arch hits"):
-        table.add_column(col)
     worst_foreign = 0
-    rows = []
+    rows: list[dict[str, Any]] = []
+    cells = []
     for mode in modes:
         for s in evaluate(kb, queries, mode=mode):
             rows.append(s.__dict__)
             worst_foreign = max(worst_foreign, s.foreign_hits)
-            table.add_row(mode, s.arch, str(s.queries), f"{s.recall_at_1:.3f}", f"{s.recall_at_5:.3f}",
-                          f"{s.mrr:.3f}", str(s.foreign_hits))
+            cells.append((mode, s.arch, str(s.queries), f"{s.recall_at_1:.3f}", f"{s.recall_at_5:.3f}",
+                          f"{s.mrr:.3f}", str(s.foreign_hits)))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        _console().print(table)
+        columns = [Column("mode", key=True), Column("arch", key=True)] + [
+            Column(h, justify="right") for h in ("queries", "recall@1", "recall@5", "MRR", "foreign-arch hits")]
+        title = f"retrieval on {len(queries)} labelled queries ({kb.count()} indexed, model {kb.model_name})"
+        _console().print(FitTable(columns, cells, title=title))
     return 1 if worst_foreign else 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from fact.doctor import run_checks
+    from fact.doctor import run_checks, verdict
 
     checks = run_checks()
-    table = Table(title="fact doctor")
-    for col in ("check", "state", "detail", "what to do"):
-        table.add_column(col)
+    columns = [Column("check", key=True), Column("state", key=True), Column("detail", wrap=True),
+               Column("what to do", wrap=True)]
+    rows = []
     for c in checks:
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[yellow]missing[/yellow]", c.detail, c.fix)
-    _console().print(table)
-    return 0
+        state = ("ok", "green") if c.ok else ("missing", "red") if c.required else ("optional, missing", "yellow")
+        rows.append((c.name, _text(state), c.detail, "" if c.ok else c.fix))
+    ready, sentence = verdict(checks)
+    console = _console()
+    console.print(FitTable(columns, rows, title="fact doctor"))
+    console.print(_text((sentence, "green" if ready else "red")))
+    return 0 if ready else 1
 
 
 def _load_target(spec: str) -> tuple[Any, Any]:
@@ -134,11 +195,11 @@ def _load_target(spec: str) -> tuple[Any, Any]:
     import importlib.util
 
     path_text, sep, name = spec.rpartition(":")
-    if not sep or not path_text.endswith(".py"):
-        raise FactError(f"expected FILE.py:ModuleName, got {spec!r}")
+    if not sep or not path_text.endswith(".py") or not name:
+        raise UsageError(f"expected FILE.py:ModuleName, got {spec!r}")
     path = Path(path_text)
     if not path.is_file():
-        raise FactError(f"no such file: {path}")
+        raise UsageError(f"no such file: {path}")
     mod_spec = importlib.util.spec_from_file_location(f"fact_user_{path.stem}", path)
     assert mod_spec is not None and mod_spec.loader is not None
     module = importlib.util.module_from_spec(mod_spec)
@@ -150,7 +211,7 @@ def _load_target(spec: str) -> tuple[Any, Any]:
     finally:
         sys.path.pop(0)
     if not hasattr(module, name):
-        raise FactError(f"{path} defines no {name!r}")
+        raise UsageError(f"{path} defines no {name!r}")
     return module, getattr(module, name)
 
 
@@ -161,42 +222,60 @@ def _parse_inputs(items: list[str]) -> list[tuple[tuple[int, ...], str]]:
         try:
             shape = tuple(int(x) for x in shape_text.replace("x", ",").split(",") if x)
         except ValueError:
-            raise FactError(f"--input takes SHAPE[:DTYPE] like 128,512,768:float32, got {item!r}") from None
+            raise UsageError(f"--input takes SHAPE[:DTYPE] like 128,512,768:float32, got {item!r}") from None
         out.append((shape, dtype or "float32"))
     return out
+
+
+def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run the user's code; its exceptions become one FactError naming what was being done."""
+    try:
+        return fn(*args, **kwargs)
+    except FactError:
+        raise
+    except Exception as exc:
+        raise FactError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from fact.capture import example_inputs_from_specs
     from fact.discover import discover
 
-    pymod, target = _load_target(args.target)
-    init = json.loads(args.init) if args.init else {}
-    if not init and hasattr(pymod, "get_init_inputs") and not args.init:
-        init_args = list(pymod.get_init_inputs())
-        module = target(*init_args)
+    if args.init:
+        try:
+            init = json.loads(args.init)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--init takes a JSON object of keyword arguments, got {args.init!r}: {exc}") from None
+        if not isinstance(init, dict):
+            raise UsageError(f"--init takes a JSON object of keyword arguments, got {args.init!r}")
     else:
-        module = target(**init)
-    if args.input:
-        inputs = example_inputs_from_specs(_parse_inputs(args.input))
+        init = {}
+    specs = _parse_inputs(args.input)
+    pymod, target = _load_target(args.target)
+    name = args.target.rpartition(":")[2]
+    if not args.init and hasattr(pymod, "get_init_inputs"):
+        init_args = list(_call("get_init_inputs()", pymod.get_init_inputs))
+        module = _call(f"constructing {name}", target, *init_args)
+    else:
+        module = _call(f"constructing {name}", target, **init)
+    if specs:
+        inputs = example_inputs_from_specs(specs)
     elif args.inputs_fn or hasattr(pymod, "get_inputs"):
         fn = getattr(pymod, args.inputs_fn or "get_inputs", None)
         if fn is None:
-            raise FactError(f"{args.target.rpartition(':')[0]} defines no {args.inputs_fn!r}")
-        inputs = list(fn())
+            raise UsageError(f"{args.target.rpartition(':')[0]} defines no {args.inputs_fn!r}")
+        inputs = list(_call(f"{args.inputs_fn or 'get_inputs'}()", fn))
     else:
-        raise FactError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
+        raise UsageError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
     agent = None
     if args.llm:
         from fact.discover.agent import PlanAgent
 
         agent = PlanAgent(args.llm, api_base=args.llm_api_base, replay=args.llm_replay)
-    plan = discover(module, inputs, arch=args.arch, precision=args.precision, agent=agent)
+    plan = discover(module, inputs, arch=args.arch, precision=args.precision, agent=agent, level=args.level)
     if args.json:
         plan.save(args.json)
-    from rich.console import Console
-
-    console = Console(width=max(160, _console().width))
+    console = _console()
     console.print(plan.render())
     if args.render:
         from fact.realize import realizations
@@ -204,7 +283,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         out = Path(args.render)
         for r in realizations(plan):
             if r.spec is None:
-                console.print(f"[yellow]kept in PyTorch[/yellow] {r.match_id}: {r.reason}")
+                console.print(_text(("kept in PyTorch", "yellow"), f" {r.match_id}: {r.reason}"))
                 continue
             rendered = r.render()
             folder = out / r.spec.name
@@ -216,38 +295,50 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="fact", description=__doc__)
+    """The `fact` argument parser; every option carries its help."""
+    ap = argparse.ArgumentParser(prog="fact", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                    help="print fact's version and exit")
     ap.add_argument("--index", help="index folder (default $FACT_INDEX or ./index)")
     ap.add_argument("--url", help="chroma server URL (default $FACT_CHROMA_URL)")
     ap.add_argument("--model", help="embedding model directory (default all-MiniLM-L6-v2)")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="log progress, and print the traceback of an unexpected error")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
 
-    index = sub.add_parser("index", help="build or refresh the index").add_subparsers(dest="action", required=True)
+    index = sub.add_parser("index", help="build or refresh the index").add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="what to do with the index")
     build = index.add_parser("build", help="index the corpus (and CUTLASS's installed examples)")
-    build.add_argument("corpus", nargs="*", default=[str(Path(__file__).resolve().parents[1] / "corpus")])
+    build.add_argument("corpus", nargs="*", default=[str(Path(__file__).resolve().parents[1] / "corpus")],
+                       help="corpus folders (default: the corpus/ beside the package)")
     build.add_argument("--rebuild", action="store_true", help="replace the index atomically")
-    build.add_argument("--no-cutlass-examples", action="store_true")
+    build.add_argument("--cutlass-examples", action=argparse.BooleanOptionalAction, default=True,
+                       help="also index the installed nvidia-cutlass examples (default: yes)")
     build.set_defaults(func=cmd_index_build)
 
     q = sub.add_parser("query", help="retrieve examples for a description or code fragment")
-    q.add_argument("text")
-    q.add_argument("-k", type=int, default=5)
-    q.add_argument("--arch", choices=["sm80", "sm90"])
-    q.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
-    q.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("text", help="what the kernel does, in words or as a code fragment")
+    q.add_argument("-k", type=_positive_int, default=5, metavar="N", help="how many hits to show (default 5)")
+    q.add_argument("--arch", choices=["sm80", "sm90"], help="only examples for this architecture")
+    q.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only entries whose metadata KEY equals VALUE, e.g. op=gemm (repeatable)")
+    q.add_argument("--mode", choices=["hybrid", "dense", "lexical"], default="hybrid",
+                   help="retrieval: dense + lexical fused (hybrid, the default), dense or lexical")
+    q.add_argument("--json", action="store_true", help="print the hits as JSON")
     q.set_defaults(func=cmd_query)
 
     sub.add_parser("stats", help="what the index holds").set_defaults(func=cmd_stats)
 
     e = sub.add_parser("eval", help="recall@k and MRR on the labelled query set")
-    e.add_argument("--mode", choices=["hybrid", "dense", "lexical", "all"], default="all")
+    e.add_argument("--mode", choices=["hybrid", "dense", "lexical", "all"], default="all",
+                   help="which retrieval to evaluate (default: all three)")
     e.add_argument("--queries", help="a labelled query TOML (default corpus/labels/queries.toml)")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--json", action="store_true", help="print the scores as JSON")
     e.set_defaults(func=cmd_eval)
 
-    sub.add_parser("doctor", help="check nvcc, CUDA, GPU, CUTLASS, index and model").set_defaults(func=cmd_doctor)
+    sub.add_parser("doctor", help="check nvcc, CUTLASS, torch, GPU, index and model; exit 1 if kernels "
+                   "cannot be built and verified here").set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("plan", help="discover what fact would replace in a module")
     p.add_argument("target", help="FILE.py:ModuleName")
@@ -255,8 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one per forward argument, e.g. 128,512,768:float32")
     p.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs)")
     p.add_argument("--init", help="JSON keyword arguments for the module's constructor")
-    p.add_argument("--arch", choices=["sm80", "sm90"])
-    p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto")
+    p.add_argument("--arch", choices=["sm80", "sm90"], help="target architecture (default: this GPU's, else sm90)")
+    p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto",
+                   help="fp32 GEMMs: as PyTorch runs them (auto, the default), exact, or tf32")
+    p.add_argument("--level", choices=["module", "aten"],
+                   help="capture with torch.fx (module) or torch.export (aten); default: module, "
+                        "falling back to aten when symbolic tracing fails")
     p.add_argument("--json", help="also save the plan as JSON here")
     p.add_argument("--render", metavar="DIR", help="write each match's kernel and binding sources under DIR")
     p.add_argument("--llm", help="a litellm model string: review the plan with that model")
@@ -267,14 +362,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the `fact` command line; returns the exit status instead of raising SystemExit."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse has already reported
+        return exc.code if isinstance(exc.code, int) else 0
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    command = " ".join(a for a in (args.command, getattr(args, "action", None)) if a)
     try:
         return int(args.func(args))
-    except FactError as exc:
-        print(f"fact: error: {exc}", file=sys.stderr)
+    except UsageError as exc:
+        print(f"fact {command}: error: {exc}", file=sys.stderr)
         return 2
+    except FactError as exc:
+        print(f"fact {command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"fact {command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        hint = "" if args.verbose else " (run 'fact -v ...' for the traceback)"
+        print(f"fact {command}: error: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

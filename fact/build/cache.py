@@ -167,8 +167,13 @@ class BuildCache:
         """Load the extension for `req`, building it first if no intact build is cached.
 
         Raises:
+            ToolchainError: a CUDA extension is asked for and torch is a CPU-only build.
             BuildError: the compile failed or timed out (with the log path and a command to rerun).
         """
+        if req.with_cuda:
+            from fact.build.toolchain import require_cuda_torch
+
+            require_cuda_torch()
         start = time.perf_counter()
         key = self.key(req)
         module_name = f"fact_{key[:24]}"

@@ -88,12 +88,14 @@ def _real_nvcc(nvcc: str) -> Path:
     return path
 
 
-@functools.cache
-def find_toolchain() -> Toolchain:
-    """Locate nvcc ($FACT_NVCC, $CUDA_HOME/bin, PATH) and the CUTLASS headers.
+def find_nvcc() -> tuple[Path, str]:
+    """Locate nvcc ($FACT_NVCC, $CUDA_HOME/bin, PATH) and read its release.
+
+    Returns:
+        nvcc's path and its release ("13.0"; "unknown" when `--version` does not say).
 
     Raises:
-        ToolchainError: saying which piece is missing and how to get it.
+        ToolchainError: no nvcc was found, or it does not run.
     """
     candidates = [os.environ.get("FACT_NVCC"), shutil.which("nvcc")]
     if os.environ.get("CUDA_HOME"):
@@ -101,19 +103,46 @@ def find_toolchain() -> Toolchain:
     nvcc = next((c for c in candidates if c and Path(c).is_file()), None)
     if nvcc is None:
         raise ToolchainError("nvcc not found: install the CUDA toolkit, or set FACT_NVCC or CUDA_HOME")
-    real = _real_nvcc(nvcc)
     try:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainError(f"{nvcc} --version failed: {exc}") from None
     match = re.search(r"release (\d+\.\d+)", out)
+    return Path(nvcc), match.group(1) if match else "unknown"
+
+
+def require_cuda_torch() -> None:
+    """Check that torch can build CUDA extensions: fact's kernels bind through it.
+
+    Raises:
+        ToolchainError: torch is missing or is a CPU-only build.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise ToolchainError("building kernels needs torch: pip install a CUDA build of torch") from None
+    if torch.version.cuda is None:
+        raise ToolchainError(
+            f"building kernels needs a CUDA build of torch; torch {torch.__version__} is CPU-only: "
+            "install one from https://pytorch.org/get-started/locally/"
+        )
+
+
+@functools.cache
+def find_toolchain() -> Toolchain:
+    """Locate nvcc ($FACT_NVCC, $CUDA_HOME/bin, PATH) and the CUTLASS headers.
+
+    Raises:
+        ToolchainError: saying which piece is missing and how to get it.
+    """
+    nvcc, version = find_nvcc()
     root, ver = cutlass_source_root()
     return Toolchain(
-        nvcc=Path(nvcc),
-        nvcc_version=match.group(1) if match else "unknown",
+        nvcc=nvcc,
+        nvcc_version=version,
         cutlass_root=root,
         cutlass_version=ver,
-        extra_includes=_curand_fallback(real),
+        extra_includes=_curand_fallback(_real_nvcc(str(nvcc))),
     )
 
 

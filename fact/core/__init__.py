@@ -9,6 +9,7 @@ from fact.core.errors import (
     KnowledgeBaseError,
     MissingDependencyError,
     ToolchainError,
+    UsageError,
 )
 from fact.core.specs import ProblemShape, TensorSpec
 
@@ -28,4 +29,5 @@ __all__ = [
     "ProblemShape",
     "TensorSpec",
     "ToolchainError",
+    "UsageError",
 ]

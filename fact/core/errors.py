@@ -1,6 +1,7 @@
 """One error tree for fact. Every message says what was wrong and what to do.
 
     FactError
+    ├── UsageError               a command-line argument is wrong (the `fact` command exits 2)
     ├── MissingDependencyError   an optional package is not installed (names the extra)
     ├── ToolchainError           nvcc / CUDA / CUTLASS headers missing or unusable
     │   └── BuildError           a compile failed (carries the log path and the command)
@@ -16,6 +17,10 @@ from pathlib import Path
 
 class FactError(Exception):
     """Root of every error fact raises on purpose."""
+
+
+class UsageError(FactError):
+    """An argument given to the `fact` command is malformed or names nothing that exists."""
 
 
 class MissingDependencyError(FactError, ImportError):

@@ -87,34 +87,33 @@ class Plan:
         return cls.from_json(Path(path).read_text())
 
     def render(self) -> Any:
-        """A rich renderable: the plan table, rejections and notes."""
+        """A rich renderable: the plan table, rejections and notes, fitted to the width it prints at."""
         from rich.console import Group as RichGroup
-        from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=f"fact plan for {self.module} on {self.arch} (captured at {self.level} level; "
-                      f"estimates from a roofline, not measurements)")
-        for col in ("#", "pattern", "covers", "problem", "dtype / precision", "epilogue", "eager ms",
-                    "tuned ms", "saved ms", "exemplars"):
-            table.add_column(col)
+        from fact.display import Column, FitTable
+
+        columns = [Column("#", key=True, justify="right"), Column("pattern", key=True), Column("covers", key=True),
+                   Column("problem"), Column("dtype / precision"), Column("epilogue", wrap=True),
+                   Column("eager ms", justify="right"), Column("tuned ms", justify="right"),
+                   Column("saved ms", justify="right"), Column("exemplars")]
+        rows = []
         for n, it in enumerate(self.items, 1):
             m = it.match
             prob = str(m.problem) if m.problem else (
                 f"B{m.attention.batch} H{m.attention.heads} S{m.attention.seq_q} D{m.attention.head_dim}" if m.attention else "")
-            table.add_row(str(n), m.pattern, f"{m.anchor} (+{len(m.nodes) - 1})", prob,
-                          f"{m.dtype.value} / {m.precision.value}", ",".join(m.epilogue),
-                          f"{it.eager_ms:.3f}", f"{it.tuned_ms:.3f}", f"{it.saved_ms:.3f}",
-                          ", ".join(e.id for e in it.exemplars[:2]))
-        parts: list[Any] = [table]
+            rows.append((str(n), m.pattern, f"{m.anchor} (+{len(m.nodes) - 1})", prob,
+                         f"{m.dtype.value} / {m.precision.value}", ", ".join(m.epilogue),
+                         f"{it.eager_ms:.3f}", f"{it.tuned_ms:.3f}", f"{it.saved_ms:.3f}",
+                         tuple(e.id for e in it.exemplars[:2])))
+        title = (f"fact plan for {self.module} on {self.arch} (captured at {self.level} level; "
+                 f"estimates from a roofline, not measurements)")
+        parts: list[Any] = [FitTable(columns, rows, title=title)]
         if self.groups:
             parts.append(Text("groups: " + "; ".join(f"{g.kind}({', '.join(g.members)})" for g in self.groups)))
         if self.rejections:
-            rej = Table(title="kept in PyTorch")
-            for col in ("node", "op", "reason"):
-                rej.add_column(col)
-            for r in self.rejections:
-                rej.add_row(r.node, r.op, r.reason)
-            parts.append(rej)
+            parts.append(FitTable([Column("node", key=True), Column("op", key=True), Column("reason", wrap=True)],
+                                  [(r.node, r.op, r.reason) for r in self.rejections], title="kept in PyTorch"))
         for note in self.notes:
             parts.append(Text(f"note: {note}"))
         if self.review:

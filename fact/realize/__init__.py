@@ -73,10 +73,14 @@ def build(rendered: Rendered, cache: Any = None) -> Any:
     """Build (or load from the cache) the extension of a rendered kernel; returns a callable.
 
     Raises:
+        ToolchainError: torch is a CPU-only build, or nvcc or the CUTLASS headers are missing.
         BuildError: with the compiler log and the command to reproduce it.
     """
     from fact.build.cache import BuildCache
+    from fact.build.toolchain import require_cuda_torch
     from fact.realize.kernel import wrap
+
+    require_cuda_torch()
 
     built = (cache or BuildCache()).get(build_request(rendered))
     return wrap(rendered.spec, built.module)
