@@ -23,11 +23,11 @@ from fact.display import Column, FitTable
 _MAX_LISTED = 10
 
 
-def _console() -> Any:
+def _console(stderr: bool = False) -> Any:
     """Rich output without markup or emoji codes: file names, flags and messages print as written."""
     from rich.console import Console
 
-    return Console(markup=False, emoji=False, highlight=False)
+    return Console(markup=False, emoji=False, highlight=False, stderr=stderr)
 
 
 def _text(*parts: str | tuple[str, str]) -> Any:
@@ -237,9 +237,12 @@ def _call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise FactError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from fact.capture import example_inputs_from_specs
-    from fact.discover import discover
+def _module_and_inputs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The user's module and example inputs from FILE.py:Class, --init/--input/--inputs-fn.
+
+    A `get_inputs()` runs on the meta device: only shapes and dtypes are read, nothing is allocated.
+    """
+    from fact.capture import example_inputs_from_specs, inputs_from_factory
 
     if args.init:
         try:
@@ -264,9 +267,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
         fn = getattr(pymod, args.inputs_fn or "get_inputs", None)
         if fn is None:
             raise UsageError(f"{args.target.rpartition(':')[0]} defines no {args.inputs_fn!r}")
-        inputs = list(_call(f"{args.inputs_fn or 'get_inputs'}()", fn))
+        inputs = inputs_from_factory(fn)
     else:
         raise UsageError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
+    return _in_input_dtype(module, inputs), inputs
+
+
+def _in_input_dtype(module: Any, inputs: list[Any]) -> Any:
+    """The module in its inputs' floating dtype: `--input ...:bfloat16` asks for a bf16 model, and
+    PyTorch rejects a GEMM of a bf16 input with an fp32 weight."""
+    import torch
+
+    dtypes = {x.dtype for x in inputs if isinstance(x, torch.Tensor) and x.is_floating_point()}
+    params = {p.dtype for p in module.parameters() if p.is_floating_point()}
+    if len(dtypes) == 1 and params and params != dtypes:
+        [dtype] = dtypes
+        _console(stderr=True).print(f"note: the module's parameters are converted to {dtype} to match the inputs")
+        module = module.to(dtype)
+    return module
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from fact.discover import discover
+
+    module, inputs = _module_and_inputs(args)
     agent = None
     if args.llm:
         from fact.discover.agent import PlanAgent
