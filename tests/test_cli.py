@@ -265,12 +265,12 @@ def test_errors_are_one_line_with_usage_or_failure_status(tmp_path: Path, capsys
     assert main(["plan", f"{src}:M", "--input", "64,64", "--init", '{"n": 0}']) == 1
     assert "constructing M failed: AssertionError: n must be positive" in _one_line_error(capsys)
 
-    import fact.discover
+    import importlib
 
     def broken(*args, **kwargs):
         raise RuntimeError("something unforeseen")
 
-    monkeypatch.setattr(fact.discover, "discover", broken)
+    monkeypatch.setattr(importlib.import_module("fact.discover"), "discover", broken)
     assert main(["plan", f"{src}:M", "--input", "64,64"]) == 1
     assert "fact plan: error: RuntimeError: something unforeseen (run 'fact -v" in _one_line_error(capsys)
     assert main(["-v", "plan", f"{src}:M", "--input", "64,64"]) == 1
