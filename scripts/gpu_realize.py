@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fact.build.cache import BuildCache
+from fact.build.cache import BuildCache, module_name_for
 from fact.core.errors import BuildError, FactError
 from fact.realize import build, render
 from fact.realize.catalog import representative
@@ -74,7 +74,7 @@ def build_all(specs: list[KernelSpec], extra: dict[str, Any], cache: BuildCache,
         try:
             built = cache.get(req)
             return name, {"ok": True, "seconds": time.perf_counter() - start, "library": str(built.path),
-                          "module": f"fact_{built.key[:24]}", "built_now": built.built_now}
+                          "module": module_name_for(built.key), "built_now": built.built_now}
         except BuildError as exc:
             return name, {"ok": False, "seconds": time.perf_counter() - start, "error": str(exc)[-3000:],
                           "log": Path(exc.log_path).read_text()[-6000:] if exc.log_path else ""}

@@ -27,8 +27,8 @@ def cache(tmp_path_factory):
 def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):
     from fact.realize import build_request
 
-    built = cache.get(build_request(rendered))
-    return Job(str(built.path), f"fact_{built.key[:24]}", rendered.spec, tuple(cases), tuple(seeds))
+    library = cache.ensure(build_request(rendered))
+    return Job(str(library.path), library.module_name, rendered.spec, tuple(cases), tuple(seeds))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])

@@ -67,6 +67,23 @@ class Built:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Library:
+    """A built, checksummed library on disk, not loaded: what a worker process or a composed
+    module loads. Picklable."""
+
+    key: str
+    path: Path
+    module_name: str
+    built_now: bool = False
+    seconds: float = 0.0
+
+
+def module_name_for(key: str) -> str:
+    """The Python module name of the extension built for `key`."""
+    return f"fact_{key[:24]}"
+
+
 def toolchain_versions() -> dict[str, str]:
     """Versions that change generated binaries: part of every key."""
     import importlib.metadata as md
@@ -109,6 +126,11 @@ def _sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def load_library(path: Path | str, module_name: str) -> ModuleType:
+    """Import a built extension from its file (torch's own libraries first)."""
+    return _load_library(Path(path), module_name)
 
 
 def _load_library(path: Path, module_name: str) -> ModuleType:
@@ -163,8 +185,9 @@ class BuildCache:
             return None
         return lib
 
-    def get(self, req: BuildRequest) -> Built:
-        """Load the extension for `req`, building it first if no intact build is cached.
+    def ensure(self, req: BuildRequest) -> Library:
+        """Build `req` unless an intact build is cached; load nothing (an untrusted library is
+        loaded only in a worker process until it is verified).
 
         Raises:
             ToolchainError: a CUDA extension is asked for and torch is a CPU-only build.
@@ -176,10 +199,9 @@ class BuildCache:
             require_cuda_torch()
         start = time.perf_counter()
         key = self.key(req)
-        module_name = f"fact_{key[:24]}"
+        module_name = module_name_for(key)
         if key in self._loaded:
-            module, lib_path = self._loaded[key]
-            return Built(module, key, lib_path, False, time.perf_counter() - start)
+            return Library(key, self._loaded[key][1], module_name, False, time.perf_counter() - start)
         lib = self.lookup(key)
         built_now = False
         if lib is None:
@@ -194,9 +216,23 @@ class BuildCache:
                         built_now = True
             except Timeout:
                 raise BuildError(f"waited {LOCK_TIMEOUT_S:.0f} s for another build of {req.name} ({key[:12]})") from None
-        module = _load_library(lib, module_name)
-        self._loaded[key] = (module, lib)
-        return Built(module, key, lib, built_now, time.perf_counter() - start)
+        return Library(key, lib, module_name, built_now, time.perf_counter() - start)
+
+    def get(self, req: BuildRequest) -> Built:
+        """Load the extension for `req`, building it first if no intact build is cached.
+
+        Raises:
+            ToolchainError: a CUDA extension is asked for and torch is a CPU-only build.
+            BuildError: the compile failed or timed out (with the log path and a command to rerun).
+        """
+        start = time.perf_counter()
+        library = self.ensure(req)
+        if library.key in self._loaded:
+            module, lib_path = self._loaded[library.key]
+            return Built(module, library.key, lib_path, False, time.perf_counter() - start)
+        module = _load_library(library.path, library.module_name)
+        self._loaded[library.key] = (module, library.path)
+        return Built(module, library.key, library.path, library.built_now, time.perf_counter() - start)
 
     def _build(self, req: BuildRequest, key: str, module_name: str) -> Path:
         work = Path(tempfile.mkdtemp(prefix=f"build-{key[:12]}-", dir=self.root))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import traceback
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 CATEGORIES = ("ok", "failed_check", "timeout", "crash", "illegal_address", "misaligned_address", "trap",
@@ -58,11 +57,11 @@ def categorise(message: str) -> str:
 
 def verify_built(job: Job) -> Any:
     """Load the job's library and verify its kernel (runs inside the worker)."""
-    from fact.build.cache import _load_library
+    from fact.build.cache import load_library
     from fact.realize.kernel import wrap
     from fact.verify.check import verify
 
-    module = _load_library(Path(job.library), job.module)
+    module = load_library(job.library, job.module)
     return verify(wrap(job.spec, module), job.spec, list(job.cases), list(job.seeds))
 
 
