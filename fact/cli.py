@@ -69,20 +69,19 @@ def _listed(values: list[str]) -> str:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from fact.knowledge.ingest import ingest
-
     console = _console()
     kb = _open_kb(args, sync=False)
     with console.status("indexing the corpus"):
-        report = ingest([Path(p) for p in args.corpus], kb=kb, rebuild=args.rebuild,
-                        cutlass_examples=args.cutlass_examples)
-        if not args.rebuild:
-            kb.sync([Path(p) for p in args.corpus], cutlass_examples=args.cutlass_examples)
+        report = kb.build([Path(p) for p in args.corpus], rebuild=args.rebuild,
+                          cutlass_examples=args.cutlass_examples)
     console.print(f"index: {kb.count()} entries ({len(report.added)} added, {len(report.updated)} updated, "
-                  f"{len(report.rejected)} rejected); model {kb.model_name}")
+                  f"{len(report.removed)} removed, {len(report.rejected)} rejected); model {kb.model_name}",
+                  soft_wrap=True)
+    for entry, why in report.skipped:
+        console.print(_text(("not indexed", "yellow"), f" {entry}: {why}"), soft_wrap=True)
     for path, why in report.rejected:
-        console.print(_text(("rejected", "red"), f" {path}: {why}"))
-    return 0 if report.ok else 1
+        console.print(_text(("rejected", "red"), f" {path}: {why}"), soft_wrap=True)
+    return 0 if not report.rejected else 1
 
 
 def _why_no_hits(kb: Any, text: str, mode: str, filters: dict[str, Any]) -> str:
@@ -336,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     build = index.add_parser("build", help="index the corpus (and CUTLASS's installed examples)")
     build.add_argument("corpus", nargs="*", default=[str(Path(__file__).resolve().parents[1] / "corpus")],
                        help="corpus folders (default: the corpus/ beside the package)")
-    build.add_argument("--rebuild", action="store_true", help="replace the index atomically")
+    build.add_argument("--rebuild", action="store_true",
+                       help="build a new index (keeping ingested entries) and swap it in at once")
     build.add_argument("--cutlass-examples", action=argparse.BooleanOptionalAction, default=True,
                        help="also index the installed nvidia-cutlass examples (default: yes)")
     build.set_defaults(func=cmd_index_build)

@@ -36,3 +36,17 @@ def corpus_copy(tmp_path: Path) -> Path:
         for ext in (".cu", ".toml"):
             shutil.copy(CORPUS / f"{stem}{ext}", dst / f"{stem}{ext}")
     return dst
+
+
+CURATED_ID = "sm80_curated_streamk"
+
+
+@pytest.fixture
+def curated_dir(tmp_path: Path) -> Path:
+    """A folder outside the corpus holding one entry (id CURATED_ID), as someone would ingest."""
+    dst = tmp_path / "curated" / "sm80"
+    dst.mkdir(parents=True)
+    shutil.copy(CORPUS / "sm80" / "gemm_streamk.cu", dst / "curated_streamk.cu")
+    text = (CORPUS / "sm80" / "gemm_streamk.toml").read_text()
+    (dst / "curated_streamk.toml").write_text(text.replace('id = "sm80_gemm_streamk"', f'id = "{CURATED_ID}"'))
+    return dst.parent

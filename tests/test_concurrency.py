@@ -1,9 +1,12 @@
-"""Several processes on one local index: writers serialise on the index lock, nobody hangs."""
+"""Several processes on one local index: writers serialise on the index lock, nobody hangs,
+and each writer's report (added/updated/removed) is exactly what it did."""
 
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from .conftest import CORPUS
 
@@ -13,10 +16,12 @@ from pathlib import Path
 from fact.knowledge.base import KnowledgeBase
 from fact.knowledge.ingest import ingest
 kb = KnowledgeBase.open(path=sys.argv[1], sync=False)
+rounds = []
 for _ in range(int(sys.argv[3])):
     report = ingest([Path(sys.argv[2])], kb=kb)
     assert report.ok, report.rejected
-print("ok", kb.count())
+    rounds.append(f"{len(report.added)}/{len(report.updated)}/{len(report.removed)}")
+print("ok", *rounds, kb.count())
 """
 
 READER = r"""
@@ -50,17 +55,21 @@ def _run(procs: list[subprocess.Popen], timeout: float = 600) -> list[str]:
     return outs
 
 
+@pytest.mark.slow
 def test_four_concurrent_ingests_then_a_fresh_reader(tmp_path: Path) -> None:
     index = tmp_path / "index"
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(index), str(_entries(tmp_path, f"w{i}")), "2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
-    _run(writers)
+    for out in _run(writers):
+        word, first, second, count = out.split()
+        assert (word, first, second) == ("ok", "3/0/0", "0/0/0") and 3 <= int(count) <= 12, out
     reader = subprocess.Popen([sys.executable, "-c", READER, str(index), "1"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     (out,) = _run([reader], timeout=120)
     assert out.strip().endswith("count 12")
 
 
+@pytest.mark.slow
 def test_one_writer_four_readers(tmp_path: Path) -> None:
     index = tmp_path / "index"
     seed = subprocess.run([sys.executable, "-c", WRITER, str(index), str(_entries(tmp_path, "seed")), "1"],
@@ -71,5 +80,5 @@ def test_one_writer_four_readers(tmp_path: Path) -> None:
     procs += [subprocess.Popen([sys.executable, "-c", READER, str(index), "5"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outs = _run(procs)
-    assert outs[0].strip() == "ok 6"
+    assert outs[0].strip() == "ok 3/0/0 0/0/0 0/0/0 6"
     assert all(o.strip() in ("count 3", "count 6") for o in outs[1:])

@@ -6,6 +6,11 @@
 
 Dense (sentence-transformers) and lexical (BM25 over code identifiers) rankings are fused
 by reciprocal rank. Without a dense model, or without chromadb, it answers lexically.
+
+The index holds two kinds of entries (see `changes`): those a sync keeps in step with the
+corpus folders and CUTLASS's installed examples, and curated ones put there by `ingest`,
+which no sync or rebuild removes. Every write decides what it changes and writes it while
+holding the index lock, and reports exactly what it added, updated and removed.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from fact.core.enums import Arch
+from fact.core.errors import IndexError_
+from fact.knowledge.changes import INGEST, SYNC, IndexReport, Meta, display_path, plan_write, stored_path
 from fact.knowledge.corpus import DEFAULT_CORPUS, REPO_ROOT, CorpusEntry, load_corpus
 from fact.knowledge.embedding import Embedder, load_embedder
 from fact.knowledge.lexical import LexicalIndex
@@ -28,7 +35,8 @@ log = logging.getLogger(__name__)
 Mode = Literal["hybrid", "dense", "lexical"]
 DEFAULT_INDEX = REPO_ROOT / "index"
 RRF_K = 60  # reciprocal-rank-fusion constant (Cormack et al.)
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: rows carry their provenance (indexed_by, entry_file, summary)
+UPSTREAM = "cutlass-examples"
 
 
 @dataclass(frozen=True)
@@ -55,33 +63,51 @@ class Hit:
 def fingerprint(entries: Sequence[CorpusEntry], model: str) -> str:
     h = hashlib.sha256(f"{SCHEMA_VERSION}|{model}".encode())
     for e in sorted(entries, key=lambda e: e.id):
-        h.update(f"{e.id}:{e.content_hash}".encode())
+        h.update(f"{e.id}:{e.content_hash}:{display_path(e.path)}".encode())
     return h.hexdigest()[:32]
 
 
-def entry_metadata(entry: CorpusEntry) -> dict[str, Any]:
-    meta = entry.meta.flat_metadata()
-    meta["content_hash"] = entry.content_hash
-    meta.setdefault("origin_path", _display_path(entry.path))
-    return meta
-
-
-def _installed_cutlass_entries() -> list[CorpusEntry]:
+def _installed_cutlass_entries(strict: bool) -> list[CorpusEntry] | None:
+    """The installed CUTLASS examples; None when CUTLASS is not found and not `strict`."""
     from fact.core.errors import ToolchainError
     from fact.knowledge.cutlass_examples import installed_examples, scan_examples
 
     try:
         root, version = installed_examples()
     except ToolchainError:
-        return []
-    return scan_examples(root, version)[0] if root.is_dir() else []
+        if strict:
+            raise
+        return None
+    return scan_examples(root, version)[0] if root.is_dir() else None
 
 
-def _display_path(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
+@dataclass(frozen=True)
+class _Sources:
+    """What a sync reads: corpus entries and CUTLASS's examples, and which stored rows are its."""
+
+    entries: tuple[CorpusEntry, ...]
+    roots: tuple[Path, ...]
+    upstream: bool  # the installed examples were read, so their rows are this sync's to prune
+    rejected: tuple[tuple[str, str], ...]
+    fingerprint: str
+
+    @classmethod
+    def read(cls, corpus: Sequence[Path], cutlass_examples: bool, model: str, strict: bool) -> _Sources:
+        entries, errors = load_corpus(corpus)
+        upstream = _installed_cutlass_entries(strict) if cutlass_examples else None
+        both = [*entries, *(upstream or [])]
+        rejected = tuple((str(e.path), e.problem if e.field is None else f"[{e.field}] {e.problem}")
+                         for e in errors)
+        return cls(tuple(both), tuple(Path(r).resolve() for r in corpus), upstream is not None,
+                   rejected, fingerprint(both, model))
+
+    def owns(self, meta: Meta) -> bool:
+        """Whether a stored sync row belongs to these sources (so a sync may remove it)."""
+        if meta.get("source") == UPSTREAM:
+            return self.upstream
+        file = stored_path(str(meta.get("entry_file", ""))).resolve()
+        return any(file.is_relative_to(root) if root.is_dir() else file == root.with_suffix(".cu")
+                   for root in self.roots)
 
 
 @dataclass
@@ -149,68 +175,113 @@ class KnowledgeBase:
     def embed(self, entries: Sequence[CorpusEntry]) -> list[list[float]] | None:
         if self.embedder is None:
             return None
-        return self.embedder.embed([e.summary for e in entries])
+        return self.embedder.embed([e.summary for e in entries]) if entries else []
 
     def sync(self, corpus: Sequence[Path], *, cutlass_examples: bool = True) -> bool:
         """Bring the index up to date with the corpus folders (and the installed CUTLASS
-        examples); True if anything changed. Entries of other sources are kept."""
-        entries, errors = load_corpus(corpus)
-        for err in errors:
-            log.warning("corpus entry skipped: %s", err)
-        upstream: list[CorpusEntry] = []
-        if cutlass_examples:
-            upstream = _installed_cutlass_entries()
-        fp = fingerprint([*entries, *upstream], self.model_name)
-        info = self.store.info
-        if info.get("corpus_fingerprint") == fp:
-            return False
-        self.write(entries, prune_source="fact")
-        if upstream:
-            self.write(upstream, prune_source="cutlass-examples")
-        self.store.set_info({"corpus_fingerprint": fp, "embedding_model": self.model_name,
-                             "schema": SCHEMA_VERSION})
-        return True
+        examples) if they changed since the last sync; True if the index changed.
 
-    def write(self, entries: Sequence[CorpusEntry], *, prune_source: str | None = None,
-              rebuild: bool = False) -> tuple[list[str], list[str], list[str]]:
-        """Upsert entries; returns (added, updated, unchanged) ids.
-
-        prune_source: delete indexed entries of that source that are not in `entries`.
-        rebuild: replace the whole index atomically with exactly `entries`.
+        Only entries an earlier sync of the same folders wrote are ever removed: curated
+        entries and entries of other folders stay.
         """
-        if self.embedder is None and isinstance(self.store, ChromaStore) and entries:
-            from fact.core.errors import IndexError_
+        sources = _Sources.read(corpus, cutlass_examples, self.model_name, strict=False)
+        for path, why in sources.rejected:
+            log.warning("corpus entry skipped: %s: %s", path, why)
+        if self.store.info.get("corpus_fingerprint") == sources.fingerprint:
+            return False
+        return self._write_sources(sources, rebuild=False).changed
 
+    def build(self, corpus: Sequence[Path], *, cutlass_examples: bool = True,
+              rebuild: bool = False) -> IndexReport:
+        """Index the corpus folders (and the installed CUTLASS examples) now, as a sync does.
+
+        Args:
+            corpus: corpus folders or sidecars.
+            cutlass_examples: also index the installed nvidia-cutlass examples.
+            rebuild: build a new index from these entries and every curated one, and swap it
+                in at once; entries other syncs wrote are dropped (and reported removed).
+
+        Raises:
+            ToolchainError: `cutlass_examples` and no CUTLASS is installed.
+        """
+        return self._write_sources(_Sources.read(corpus, cutlass_examples, self.model_name, strict=True),
+                                   rebuild=rebuild)
+
+    def _write_sources(self, sources: _Sources, rebuild: bool) -> IndexReport:
+        report = self._write(sources.entries, SYNC, prunes=sources.owns, rebuild=rebuild,
+                             info={"corpus_fingerprint": sources.fingerprint})
+        for i, why in report.skipped:
+            log.warning("corpus entry %s not indexed: %s", i, why)
+        return IndexReport(report.added, report.updated, report.unchanged, report.removed,
+                           report.skipped, sources.rejected)
+
+    def write(self, entries: Sequence[CorpusEntry], *, rebuild: bool = False,
+              dry_run: bool = False) -> IndexReport:
+        """Store curated entries, which no sync removes.
+
+        Args:
+            entries: what to store (an entry whose row is unchanged is left as it is).
+            rebuild: build a new index from these entries and every curated one, and swap it
+                in at once; entries a sync wrote are dropped (and reported removed).
+            dry_run: only report what would change.
+
+        Raises:
+            IndexError_: a chroma index and no embedding model to embed the entries with.
+        """
+        return self._write(entries, INGEST, rebuild=rebuild, info={}, dry_run=dry_run)
+
+    def remove(self, ids: Sequence[str]) -> IndexReport:
+        """Delete entries by id, curated ones included; ids not in the index come back skipped."""
+        with self.store.locked():
+            present = set(self.store.snapshot().ids)
+            gone = tuple(i for i in dict.fromkeys(ids) if i in present)
+            self.store.apply(Snapshot(), gone, {})
+        self._lexical = None
+        return IndexReport(removed=gone, skipped=tuple((i, "not in the index") for i in ids if i not in present))
+
+    def _write(self, entries: Sequence[CorpusEntry], indexed_by: str, *, rebuild: bool, info: Meta,
+               prunes: Callable[[Meta], bool] | None = None, dry_run: bool = False) -> IndexReport:
+        """Plan and write under the index lock, so the report is what happened."""
+        if self.embedder is None and isinstance(self.store, ChromaStore) and (entries or rebuild):
             raise IndexError_("writing to a chroma index needs the dense embedding model; "
                               "open the knowledge base with dense=True and a model installed")
-        current = {i: m for i, m in zip(*self._ids_and_meta(), strict=True)}
-        model_changed = self.store.info.get("embedding_model") not in (None, self.model_name)
-        added = [e.id for e in entries if e.id not in current]
-        updated = [e.id for e in entries
-                   if e.id in current and (model_changed or current[e.id].get("content_hash") != e.content_hash)]
-        unchanged = [e.id for e in entries if e.id not in added and e.id not in updated]
-        if rebuild:
-            self.store.replace_all(
-                [e.id for e in entries], [e.document for e in entries],
-                [entry_metadata(e) for e in entries], self.embed(entries),
-                {"embedding_model": self.model_name, "schema": SCHEMA_VERSION},
-            )
-        else:
-            todo = [e for e in entries if e.id in added or e.id in updated]
-            self.store.upsert([e.id for e in todo], [e.document for e in todo],
-                              [entry_metadata(e) for e in todo], self.embed(todo))
-            if prune_source:
-                keep = {e.id for e in entries}
-                stale = [i for i, m in current.items() if m.get("source") == prune_source and i not in keep]
-                self.store.delete(stale)
-            if model_changed:
-                self.store.set_info({"embedding_model": self.model_name})
+        with self.store.locked():
+            # Vectors of two models do not mix (nor, often, fit one collection): when the model
+            # changed, the write re-embeds every row into a new index.
+            model_changed = self.store.info.get("embedding_model") not in (None, self.model_name)
+            current = self.store.snapshot(embeddings=rebuild and not model_changed and not dry_run)
+            plan = plan_write(current, entries, indexed_by=indexed_by, prunes=prunes, rebuild=rebuild,
+                              model_changed=model_changed)
+            if dry_run:
+                return plan.report
+            rows = Snapshot([e.id for e in plan.write], [e.document for e in plan.write],
+                            list(plan.metadata), self.embed(plan.write))
+            info = {**info, "embedding_model": self.model_name, "schema": SCHEMA_VERSION}
+            if plan.replace:
+                self.store.replace_all(self._merge(rows, current, plan.carry, model_changed), info)
+            else:
+                self.store.apply(rows, plan.report.removed, info)
         self._lexical = None
-        return added, updated, unchanged
+        return plan.report
 
-    def _ids_and_meta(self) -> tuple[list[str], list[dict[str, Any]]]:
-        snap = self.snapshot()
-        return snap.ids, snap.metadatas
+    def _merge(self, rows: Snapshot, current: Snapshot, carry: Sequence[str], reembed: bool) -> Snapshot:
+        """`rows` plus the stored rows `carry` names, in id order, with their vectors."""
+        at = {i: n for n, i in enumerate(current.ids)}
+        kept = [at[i] for i in carry]
+        vectors: list[list[float]] | None = None
+        if self.embedder is not None:
+            if reembed or current.embeddings is None:
+                texts = [str(current.metadatas[n].get("summary") or current.documents[n]) for n in kept]
+                vectors = self.embedder.embed(texts) if texts else []
+            else:
+                vectors = [current.embeddings[n] for n in kept]
+        ids = rows.ids + [current.ids[n] for n in kept]
+        docs = rows.documents + [current.documents[n] for n in kept]
+        metas = rows.metadatas + [current.metadatas[n] for n in kept]
+        embs = None if vectors is None or rows.embeddings is None else rows.embeddings + vectors
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        return Snapshot([ids[n] for n in order], [docs[n] for n in order], [metas[n] for n in order],
+                        None if embs is None else [embs[n] for n in order])
 
     def snapshot(self) -> Snapshot:
         if self._lexical is not None:

@@ -1,7 +1,8 @@
 """Ingesting curated examples: validate everything first, then write in one step.
 
 A bad entry is rejected with the file and field at fault and never reaches the index;
-an unchanged entry (same content hash) is skipped, so ingesting twice changes nothing.
+an unchanged entry is skipped, so ingesting twice changes nothing. Ingested entries are
+curated: no sync of the corpus and no rebuild removes them (`KnowledgeBase.remove` does).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ Progress = Callable[[str], None]
 class IngestReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # only a rebuild removes (what syncs wrote)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (id or path, why)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     dry_run: bool = False
@@ -82,7 +84,8 @@ def ingest(
         cutlass_examples: also ingest the installed nvidia-cutlass examples tree.
         vet: compile each fact-written entry with nvcc first; failures are rejected.
         dry_run: report what would change, write nothing.
-        rebuild: replace the whole index with exactly these entries (atomic swap).
+        rebuild: build a new index from these entries and the curated ones already indexed,
+            and swap it in at once; entries a sync wrote are dropped (see `removed`).
         jobs: parallel nvcc processes for --vet.
         progress: called with each entry id as it is processed.
     """
@@ -108,21 +111,13 @@ def ingest(
                     report.rejected.append((str(entry.path), problem))
         entries = [e for e in entries if e.id not in failed]
     kb = kb or KnowledgeBase.open(sync=False)
-    if dry_run:
-        current = {i: m.get("content_hash") for i, m in zip(*kb._ids_and_meta(), strict=True)}
-        for e in entries:
-            if e.id not in current:
-                report.added.append(e.id)
-            elif current[e.id] != e.content_hash:
-                report.updated.append(e.id)
-            else:
-                report.skipped.append((e.id, "unchanged"))
-        return report
-    added, updated, unchanged = kb.write(entries, rebuild=rebuild)
-    report.added.extend(added)
-    report.updated.extend(updated)
-    report.skipped.extend((i, "unchanged") for i in unchanged)
-    if progress:
+    written = kb.write(entries, rebuild=rebuild, dry_run=dry_run)
+    report.added.extend(written.added)
+    report.updated.extend(written.updated)
+    report.removed.extend(written.removed)
+    report.skipped.extend((i, "unchanged") for i in written.unchanged)
+    report.skipped.extend(written.skipped)
+    if progress and not dry_run:
         for e in entries:
             progress(e.id)
     return report
