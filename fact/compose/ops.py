@@ -1,0 +1,74 @@
+"""Verified kernels as torch.library custom ops.
+
+Each kernel becomes `torch.ops.fact.<name>` with a fake (meta) implementation, so a composed
+module also runs under torch.compile(fullgraph=True) and torch.export. Ops are registered once
+per process; registering the same name again returns the existing op.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec
+
+NAMESPACE = "fact"
+_LOCK = threading.Lock()
+_REGISTERED: dict[str, Any] = {}
+
+
+def op_name(spec: KernelSpec) -> str:
+    """The op's name: the procedural kernel name plus a short key (epilogue constants live in the key)."""
+    return f"{spec.name}_{spec.key[:8]}"
+
+
+def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str | tuple[str, ...] = "cuda") -> Any:
+    """Register `kernel` (a fact.realize.kernel callable, or a reference implementation in tests) as
+    `torch.ops.fact.<op_name(spec)>`; returns the op.
+
+    GEMM ops take (a, b, bias?, residual?) with a [L?, M, K], b [L?, K, N] (any row/column-major
+    strides the kernel was built for) and return a contiguous [L?, M, N]. Attention ops take
+    (q, k, v, scale) as [B, H, S, D] and return [B, H, S, D] stored as [B, S, H, D], which the usual
+    head merge reads without a copy.
+    """
+    import torch
+
+    name = op_name(spec)
+    with _LOCK:
+        if name in _REGISTERED:
+            return _REGISTERED[name]
+        qualified = f"{NAMESPACE}::{name}"
+        if isinstance(spec, GemmSpec):
+
+            def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                     residual: torch.Tensor | None) -> torch.Tensor:
+                return kernel(a, b, bias, residual)
+
+            op = torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types)
+
+            @op.register_fake
+            def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                  residual: torch.Tensor | None) -> torch.Tensor:
+                return a.new_empty((*a.shape[:-1], b.shape[-1]))
+
+        elif isinstance(spec, FmhaSpec):
+
+            def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+                return kernel(q, k, v, scale)
+
+            op = torch.library.custom_op(qualified, attention, mutates_args=(), device_types=device_types)
+
+            @op.register_fake
+            def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+                b, h, s, d = q.shape
+                return q.new_empty((b, s, h, d)).transpose(1, 2)
+
+        else:
+            raise TypeError(f"no op form for {type(spec).__name__}")
+        _REGISTERED[name] = op
+        return op
+
+
+def registered(name: str) -> bool:
+    return name in _REGISTERED
