@@ -10,6 +10,11 @@ Discovery turns a module into a prioritised, retrieval-grounded plan:
 
     >>> plan = fact.discover(model, [x], arch="sm90")
 
+Synthesis composes verified kernels into the module and reports what it did:
+
+    >>> synthesis = fact.synthesize(model, [x])
+    >>> y = synthesis.module(x)
+
 Heavy dependencies (torch, chromadb, sentence-transformers) load only when used.
 """
 
@@ -35,6 +40,7 @@ __version__ = "0.1.0"
 from fact.discover import Plan, discover
 
 if TYPE_CHECKING:
+    from fact.compose import Synthesis, synthesize
     from fact.knowledge.base import Hit, KnowledgeBase
 
 __all__ = [
@@ -48,14 +54,16 @@ __all__ = [
     "OpFamily",
     "Plan",
     "Precision",
+    "Synthesis",
     "ProblemShape",
     "TensorSpec",
     "__version__",
     "discover",
+    "synthesize",
 ]
 
 
-_STAGES = ("capture", "patterns", "knowledge", "realize", "build", "verify")
+_STAGES = ("capture", "patterns", "knowledge", "realize", "build", "verify", "compose")
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +71,10 @@ def __getattr__(name: str) -> Any:
         from fact.knowledge import base
 
         return getattr(base, name)
+    if name in ("synthesize", "Synthesis"):
+        import importlib
+
+        return getattr(importlib.import_module("fact.compose"), name)
     if name in _STAGES:  # the stage packages, reachable as fact.realize etc. after `import fact`
         import importlib
 

@@ -8,6 +8,7 @@ nothing), 2 when the command line itself is wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -317,6 +318,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from fact.compose import synthesize
+
+    module, inputs = _module_and_inputs(args)
+    console = _console()
+    err = _console(stderr=True)
+    status = err.status("synthesizing") if err.is_terminal else contextlib.nullcontext()
+    with status as live:
+        def stage(line: str) -> None:
+            if live is not None:
+                live.update(line)
+
+        result = synthesize(module, inputs, arch=args.arch, precision=args.precision, llm=args.llm,
+                            compile_check=args.compile_check, benchmark=not args.no_benchmark, on_stage=stage)
+    console.print(result.report.render())
+    for r in result.report.rejections:
+        console.print(_text(("kept in PyTorch", "yellow"), f" {r['node']} ({r['op']}): {r['reason']}"), soft_wrap=True)
+    if args.save:
+        js, md = result.report.save(args.save)
+        console.print(f"report: {js} and {md}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `fact` argument parser; every option carries its help."""
     ap = argparse.ArgumentParser(prog="fact", description=__doc__,
@@ -382,6 +406,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-api-base", help="an OpenAI-compatible endpoint for --llm")
     p.add_argument("--llm-replay", action="store_true", help="answer only from cached LLM responses")
     p.set_defaults(func=cmd_plan)
+
+    s = sub.add_parser("synthesize", help="compose verified CUTLASS kernels into a module, with a report")
+    s.add_argument("target", help="FILE.py:ModuleName")
+    s.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one per forward argument, e.g. 128,512,768:bfloat16 (the module takes that dtype)")
+    s.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs)")
+    s.add_argument("--init", help="JSON keyword arguments for the module's constructor")
+    s.add_argument("--arch", choices=["sm80", "sm90"], help="target architecture (default: this GPU's, else sm90)")
+    s.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto",
+                   help="fp32 GEMMs: as PyTorch runs them (auto, the default), exact, or tf32")
+    s.add_argument("--compile-check", action=argparse.BooleanOptionalAction, default=True,
+                   help="without a GPU, compile every kernel with nvcc to check it (default: yes)")
+    s.add_argument("--no-benchmark", action="store_true", help="skip timing the kernels and the module")
+    s.add_argument("--save", metavar="DIR", help="write report.json and report.md here")
+    s.add_argument("--llm", help="a litellm model string: review the plan with that model")
+    s.set_defaults(func=cmd_synthesize)
     return ap
 
 

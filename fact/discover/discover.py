@@ -30,7 +30,7 @@ def detect_arch() -> tuple[str, str | None]:
     return "sm90", "no CUDA GPU here: planning for sm90 (pass arch= to choose)"
 
 
-def discover(
+def discover_captured(
     module: Any,
     example_inputs: Sequence[Any] = (),
     *,
@@ -42,25 +42,9 @@ def discover(
     registry: PatternRegistry | None = None,
     level: str | None = None,
     check: bool = True,
-) -> Plan:
-    """Capture `module`, match the pattern table, retrieve exemplars and order by time saved.
-
-    Args:
-        module: an nn.Module or a torch.fx.GraphModule.
-        example_inputs: tensors for the forward call (shapes and dtypes are what matter).
-        arch: "sm80" or "sm90" (default: the current GPU's, else sm90).
-        precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32.
-        kb: a KnowledgeBase to retrieve from (default: the corpus in memory, lexical).
-        k: exemplars per match.
-        agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
-        registry: verified patterns from earlier runs (default: the user cache).
-        level: force the capture level ("module" or "aten").
-        check: re-run every matched subgraph of the module in float64 against the kernel's reading
-            of it, and refuse the matches that disagree (fact.verify.semantics).
-
-    Raises:
-        CaptureError: when the module cannot be traced or the inputs do not fit it.
-    """
+) -> tuple[Plan, Any]:
+    """The plan of `discover` (same arguments), and the CapturedGraph it was read from: what
+    composition rewrites."""
     notes: list[str] = []
     if arch is None:
         arch, note = detect_arch()
@@ -97,7 +81,43 @@ def discover(
         plan = agent.review(plan, captured, kb)
     if check:
         plan = refuse_misreadings(plan, captured, example_inputs, module)
-    return plan
+    return plan, captured
+
+
+def discover(
+    module: Any,
+    example_inputs: Sequence[Any] = (),
+    *,
+    arch: str | None = None,
+    precision: str = "auto",
+    kb: Any = None,
+    k: int = 3,
+    agent: Any = None,
+    registry: PatternRegistry | None = None,
+    level: str | None = None,
+    check: bool = True,
+) -> Plan:
+    """Capture `module`, match the pattern table, check every match against the module, retrieve
+    exemplars and order by time saved.
+
+    Args:
+        module: an nn.Module or a torch.fx.GraphModule.
+        example_inputs: tensors for the forward call (shapes and dtypes are what matter).
+        arch: "sm80" or "sm90" (default: the current GPU's, else sm90).
+        precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32.
+        kb: a KnowledgeBase to retrieve from (default: the corpus in memory, lexical).
+        k: exemplars per match.
+        agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
+        registry: verified patterns from earlier runs (default: the user cache).
+        level: force the capture level ("module" or "aten").
+        check: re-run every matched subgraph of the module in float64 against the kernel's reading
+            of it, and refuse the matches that disagree (fact.verify.semantics).
+
+    Raises:
+        CaptureError: when the module cannot be traced or the inputs do not fit it.
+    """
+    return discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, k=k, agent=agent,
+                             registry=registry, level=level, check=check)[0]
 
 
 def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any], module: Any = None) -> Plan:

@@ -1,0 +1,186 @@
+"""Composition: matched subgraphs of the fx graph replaced by guarded calls to verified kernels.
+
+Each match becomes one `Dispatch` submodule. It holds the original nodes as a small GraphModule
+(the fallback) and, when a verified kernel exists, a `KernelCall`: the custom op, where each of
+its operands comes from, and the exact tensor geometry the kernel was verified for. A call whose
+inputs differ in any way (device, dtype, shape, strides, alignment, autograd) runs the original
+ops, and the module counts how often that happened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from fact.patterns.types import Match
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Where a kernel operand comes from: the Dispatch's input `index`, or a parameter `param` of the
+    original subgraph; and the geometry it was verified with."""
+
+    role: str
+    index: int | None
+    param: str | None
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """How a Dispatch calls its verified kernel."""
+
+    op: str  # the op's name in torch.ops.fact
+    kind: str  # "gemm" or "attention"
+    operands: tuple[Operand, ...]
+    out_shape: tuple[int, ...]
+    scale: float = 0.0  # attention only
+    kernel: str = ""  # the kernel's procedural name, for reports
+
+    def operand(self, role: str) -> Operand | None:
+        return next((o for o in self.operands if o.role == role), None)
+
+
+class Dispatch(nn.Module):
+    """One matched subgraph: its verified kernel when a call fits, its original ops otherwise."""
+
+    def __init__(self, original: torch.fx.GraphModule, call: KernelCall | None, match_id: str) -> None:
+        super().__init__()
+        self.original = original
+        self.call = call
+        self.match_id = match_id
+        self.kernel_calls = 0
+        self.fallbacks = 0
+
+    def forward(self, *inputs: Any) -> Any:
+        if self.call is not None and _fits(self.call, inputs, self.original):
+            self.kernel_calls += 1
+            return _run(self.call, inputs, self.original)
+        self.fallbacks += 1
+        return self.original(*inputs)
+
+
+def _attribute(module: nn.Module, name: str) -> Any:
+    for part in name.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _tensor(op: Operand, inputs: tuple[Any, ...], original: nn.Module) -> Any:
+    if op.param is not None:
+        return _attribute(original, op.param)
+    assert op.index is not None
+    return inputs[op.index]
+
+
+def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> bool:
+    """Whether every operand is exactly what the kernel was verified for (cheap: metadata only)."""
+    grad = torch.is_grad_enabled()
+    for op in call.operands:
+        t = _tensor(op, inputs, original)
+        if not isinstance(t, torch.Tensor) or not t.is_cuda or str(t.dtype).removeprefix("torch.") != op.dtype:
+            return False
+        if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride or t.data_ptr() % 16:
+            return False
+        if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
+            return False
+    return True
+
+
+def _run(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
+    fn = getattr(torch.ops.fact, call.op)
+    get = {op.role: _tensor(op, inputs, original) for op in call.operands}
+    if call.kind == "attention":
+        out = fn(get["q"], get["k"], get["v"], call.scale)
+        return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
+    a = get["a"]
+    b = get["b"] if "b" in get else get["w"].t()
+    n = b.shape[-1]
+    if a.dim() > 2 and b.dim() == 2:  # N-D x 2-D: the leading dims are rows
+        a = a.reshape(-1, a.shape[-1])
+    elif a.dim() > 3:  # [..., M, K] x [..., K, N]: the leading dims are the batch
+        a = a.reshape(-1, *a.shape[-2:])
+        b = b.reshape(-1, *b.shape[-2:])
+    residual = get.get("residual")
+    if residual is not None:
+        residual = residual.reshape(*a.shape[:-1], n)
+    return fn(a, b, get.get("bias"), residual).reshape(call.out_shape)
+
+
+def subgraph(gm: torch.fx.GraphModule, match: Match) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
+    """The match's nodes as a GraphModule of their own, and the outer nodes that feed it (its
+    inputs, in order). The module's parameters and buffers the nodes read stay get_attr nodes."""
+    wanted = set(match.nodes)
+    nodes = [n for n in gm.graph.nodes if n.name in wanted]
+    inside = set(nodes)
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    inputs: list[torch.fx.Node] = []
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a in inside or a in env:
+                continue
+            if a.op == "get_attr":
+                env[a] = graph.get_attr(a.target)
+            else:
+                env[a] = graph.placeholder(f"in_{len(inputs)}")
+                inputs.append(a)
+    for n in nodes:
+        env[n] = graph.node_copy(n, lambda x: env[x])
+    [out] = [n for n in nodes if n.name == match.output]
+    graph.output(env[out])
+    return torch.fx.GraphModule(gm, graph, f"original_{match.anchor}"), inputs
+
+
+def escapes(gm: torch.fx.GraphModule, match: Match) -> str | None:
+    """Why the match's nodes cannot be replaced by one call: an intermediate value used outside it."""
+    wanted = set(match.nodes)
+    for n in gm.graph.nodes:
+        if n.name in wanted and n.name != match.output:
+            outside = [u.name for u in n.users if u.name not in wanted]
+            if outside:
+                return f"{n.name} is also used by {', '.join(outside)} outside the kernel"
+    return None
+
+
+def replace(gm: torch.fx.GraphModule, match: Match, dispatch: Dispatch, inputs: list[torch.fx.Node],
+            name: str) -> None:
+    """Put `dispatch` where the match's nodes were (gm is changed in place; call gm.recompile())."""
+    wanted = set(match.nodes)
+    nodes = [n for n in gm.graph.nodes if n.name in wanted]
+    [out] = [n for n in nodes if n.name == match.output]
+    gm.add_submodule(name, dispatch)
+    with gm.graph.inserting_before(out):
+        call = gm.graph.call_module(name, tuple(inputs))
+    out.replace_all_uses_with(call)
+    for n in reversed(nodes):
+        gm.graph.erase_node(n)
+
+
+def operands_for(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.Node],
+                 original: torch.fx.GraphModule) -> tuple[Operand, ...]:
+    """The kernel's operands, by role, as Dispatch inputs or the module's own tensors (parameters and
+    buffers, by qualified name), with their captured geometry."""
+    by_name = {n.name: i for i, n in enumerate(inputs)}
+    attrs = {n.name: str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    out = []
+    for role, ref in match.operands:
+        if role == "mask":
+            continue
+        if ref.startswith("param:") or ref in attrs:
+            name = ref.removeprefix("param:") if ref.startswith("param:") else attrs[ref]
+            t = _attribute(original, name)
+            shape, stride, dtype = tuple(t.shape), tuple(t.stride()), str(t.dtype).removeprefix("torch.")
+            out.append(Operand(role, None, name, shape, stride, dtype))
+            continue
+        node = inputs[by_name[ref]] if ref in by_name else None
+        spec = node.meta.get("fact_spec") if node is not None else None
+        if node is None or spec is None:
+            raise LookupError(f"operand {role} ({ref}) is not an input of the subgraph")
+        out.append(Operand(role, by_name[ref], None, spec.shape, spec.strides, spec.dtype.torch_name))
+    return tuple(out)

@@ -1,0 +1,331 @@
+"""fact.synthesize: discover -> realize -> build -> verify -> compose, with a report.
+
+    synthesis = fact.synthesize(model, [x])
+    y = synthesis.module(x)            # same outputs; verified kernels where they fit
+    print(synthesis.report.to_markdown())
+
+Nothing unverified is composed: a kernel that fails to build, crashes, or misses its tolerance in
+the worker process leaves its subgraph on the original ops, with the reason in the report. On a
+machine without a CUDA GPU, synthesis plans, renders and (optionally) compile-checks the kernels
+and returns the original module, and the report says that nothing was verified or timed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fact.compose.report import ItemReport, Report
+
+log = logging.getLogger(__name__)
+Stage = Callable[[str], None]
+
+
+@dataclass
+class Synthesis:
+    """A synthesized module (call it like the original) and the report of how it was made."""
+
+    module: Any
+    report: Report
+    plan: Any
+
+    def dispatches(self) -> dict[str, Any]:
+        """The Dispatch submodules by match id (their kernel_calls / fallbacks counters)."""
+        from fact.compose.rewrite import Dispatch
+
+        return {m.match_id: m for m in self.module.modules() if isinstance(m, Dispatch)}
+
+
+def synthesize(
+    module: Any,
+    example_inputs: Sequence[Any] | Any,
+    *,
+    arch: str | None = None,
+    precision: str = "auto",
+    tune: bool = False,
+    llm: str | None = None,
+    kb: Any = None,
+    cache: Any = None,
+    compile_check: bool = False,
+    benchmark: bool = True,
+    seeds: Sequence[int] = (0, 1, 2, 3, 4),
+    on_stage: Stage | None = None,
+) -> Synthesis:
+    """Synthesize `module` onto verified CUTLASS kernels.
+
+    Args:
+        module: an nn.Module or a torch.fx.GraphModule.
+        example_inputs: the forward call's tensors (a single tensor is one input).
+        arch: "sm80" or "sm90" (default: this GPU's, else sm90).
+        precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32 modules.
+        tune: search kernel configurations on the GPU (not available yet: the default configs are used,
+            and the report says so).
+        llm: a litellm model name for the optional plan reviewer.
+        kb: the KnowledgeBase to ground kernels on (default: the corpus in memory).
+        cache: a fact.build.cache.BuildCache (default: the user cache).
+        compile_check: without a GPU, compile every rendered kernel with nvcc to check it.
+        benchmark: time every composed kernel and the whole module against the original.
+        seeds: random seeds of the verification (each at several shapes).
+        on_stage: called with a short line as each stage starts (a progress display).
+
+    Returns:
+        A Synthesis; its module runs the original ops wherever no verified kernel fits.
+
+    Raises:
+        CaptureError: when the module cannot be traced or the inputs do not fit it.
+    """
+    import torch
+
+    from fact.discover import discover_captured
+    from fact.realize import realizations
+
+    stage = on_stage or (lambda line: log.info("%s", line))
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = [example_inputs]
+    example_inputs = list(example_inputs)
+    agent = None
+    if llm:
+        from fact.discover.agent import PlanAgent
+
+        agent = PlanAgent(llm)
+    stage("discover: capture, match, check against the module, retrieve")
+    plan, captured = discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, agent=agent)
+    gpu = torch.cuda.is_available()
+    report = _report(plan, gpu)
+    if tune:
+        report.notes.append("tuning is not available yet: every kernel uses its family's default configuration")
+    stage("realize: kernel specs and sources")
+    real = {r.match_id: r for r in realizations(plan)}
+    for item in plan.items:
+        r = real[item.match.id]
+        report.items.append(ItemReport(
+            match_id=item.match.id, pattern=item.match.pattern, nodes=list(item.match.nodes),
+            status="kept" if r.spec is None else "planned", reason=r.reason or "",
+            kernel=r.spec.name if r.spec else "", exemplars=list(r.exemplars), precision=item.match.precision.value,
+        ))
+    if not gpu:
+        if compile_check:
+            stage("compile-check: nvcc on every rendered kernel")
+            _compile_check(real, report)
+        return Synthesis(module, report, plan)
+    return _on_gpu(module, example_inputs, plan, captured, real, report, cache, benchmark, tuple(seeds), stage)
+
+
+def _report(plan: Any, gpu: bool) -> Report:
+    import torch
+
+    from fact.build.cache import toolchain_versions
+
+    device = torch.cuda.get_device_name() if gpu else "no CUDA GPU"
+    precisions = sorted({i.match.precision.value for i in plan.items}) or [plan.precision_policy]
+    report = Report(module=plan.module, arch=plan.arch, precision="/".join(precisions), device=device,
+                    versions=toolchain_versions(), verified=gpu, notes=list(plan.notes))
+    report.rejections = [{"node": r.node, "op": r.op, "reason": r.reason} for r in plan.rejections]
+    return report
+
+
+def _compile_check(real: dict[str, Any], report: Report) -> None:
+    from fact.build.toolchain import compile_check, find_toolchain
+    from fact.core.enums import Arch
+    from fact.core.errors import FactError
+
+    try:
+        tc = find_toolchain()
+    except FactError as exc:
+        report.notes.append(f"compile check skipped: {exc}")
+        return
+
+    def one(item: ItemReport) -> tuple[ItemReport, str | None]:
+        rendered = real[item.match_id].render()
+        work = Path(tempfile.mkdtemp(prefix="fact-check-"))
+        for name, text in rendered.sources.items():
+            (work / name).write_text(text)
+        arch = Arch.SM90 if rendered.spec.family in ("sm90_gemm", "fmha_sm90") else Arch.SM80
+        includes = (work, *(tc.cutlass_root / inc for inc in rendered.includes))
+        try:
+            compile_check(work / rendered.kernel_file, arch, includes=includes, output=work / "kernel.o",
+                          toolchain=tc, object_only=True)
+            return item, None
+        except FactError as exc:
+            return item, str(exc).splitlines()[0]
+
+    todo = [it for it in report.items if it.status == "planned"]
+    with cf.ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 2))) as pool:
+        for item, error in pool.map(one, todo):
+            item.verification = {"category": "compiles" if error is None else "build_error"}
+            if error:
+                item.status, item.reason = "kept", f"does not compile: {error}"
+
+
+def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any], report: Report,
+            cache: Any, benchmark: bool, seeds: tuple[int, ...], stage: Stage) -> Synthesis:
+    from fact.build.cache import BuildCache
+    from fact.compose import ops
+    from fact.compose.rewrite import Dispatch, KernelCall, escapes, operands_for, replace, subgraph
+    from fact.realize import build_request
+    from fact.realize.kernel import wrap
+    from fact.verify.worker import Job, run_job
+
+    cache = cache or BuildCache()
+    items = {it.match_id: it for it in report.items}
+    todo = [i for i in plan.items if real[i.match.id].spec is not None]
+    stage(f"build: {len(todo)} kernels with nvcc (cached by content)")
+
+    def build(item: Any) -> tuple[Any, Any]:
+        rendered = real[item.match.id].render()
+        try:
+            return item, cache.ensure(build_request(rendered))
+        except Exception as exc:  # a broken compiler or source: the original ops stay
+            return item, exc
+
+    with cf.ThreadPoolExecutor(max(1, min(len(todo), 4))) as pool:
+        built = list(pool.map(build, todo))
+    stage("verify: each kernel in a worker process, several shapes and seeds")
+    gm = captured.graph_module
+    for index, (item, library) in enumerate(built):
+        rep, spec = items[item.match.id], real[item.match.id].spec
+        if isinstance(library, Exception):
+            rep.status, rep.reason = "kept", f"build failed: {str(library).splitlines()[0]}"
+            rep.verification = {"category": "build_error"}
+            continue
+        rep.build_s = round(library.seconds, 2)
+        outcome = run_job(Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds),
+                          timeout=600)
+        if not outcome.ok:
+            rep.status, rep.reason = "kept", f"verification {outcome.category}: {outcome.detail[:300]}"
+            rep.verification = {"category": outcome.category}
+            continue
+        v = outcome.report
+        rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
+                            "worst": v.worst, "tolerance": v.tolerance}
+        reason = escapes(gm, item.match)
+        if reason is not None:
+            rep.status, rep.reason = "kept", reason
+            continue
+        from fact.build.cache import load_library
+
+        op = ops.register(spec, wrap(spec, load_library(library.path, library.module_name)))
+        del op
+        original, sub_inputs = subgraph(gm, item.match)
+        out_spec = next(n for n in gm.graph.nodes if n.name == item.match.output).meta["fact_spec"]
+        attention = item.match.attention
+        scale = 0.0
+        if attention is not None:
+            scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
+        call = KernelCall(ops.op_name(spec), "attention" if attention is not None else "gemm",
+                          operands_for(gm, item.match, sub_inputs, original), tuple(out_spec.shape), scale, spec.name)
+        replace(gm, item.match, Dispatch(original, call, item.match.id), sub_inputs, f"fact_{index}")
+        rep.status, rep.op = "composed", f"fact::{call.op}"
+    gm.recompile()
+    synthesis = Synthesis(gm, report, plan)
+    stage("check: the composed module against the original, end to end")
+    _end_to_end(module, gm, inputs, report, benchmark, synthesis)
+    return synthesis
+
+
+def _cases(spec: Any, match: Any) -> list[Any]:
+    """Boundary, prime, unaligned and the model's own shape: the cases a kernel must pass."""
+    from fact.realize.spec import GemmSpec
+    from fact.verify.check import AttnCase, GemmCase, default_gemm_cases
+
+    if isinstance(spec, GemmSpec):
+        p = match.problem
+        return default_gemm_cases(spec, GemmCase(p.m, p.n, p.k, p.batch))
+    a = match.attention
+    d = a.head_dim
+    small = [AttnCase(2, 3, 128, d), AttnCase(1, 2, 256, d)]
+    if spec.family != "fmha_sm90":
+        small.append(AttnCase(2, 2, 77, d))  # example 41 takes any sequence length
+    return [*small, AttnCase(a.batch, a.heads, a.seq_q, d)]
+
+
+def _fresh(inputs: list[Any], device: str, dtype_of: Callable[[Any], Any] | None = None) -> list[Any]:
+    import torch
+
+    out = []
+    for x in inputs:
+        if not isinstance(x, torch.Tensor):
+            out.append(x)
+        elif x.is_floating_point():
+            dt = dtype_of(x) if dtype_of else x.dtype
+            out.append((torch.rand(x.shape, device=device, dtype=torch.float32) * 2 - 1).to(dt))
+        else:
+            out.append(torch.zeros(x.shape, dtype=x.dtype, device=device))
+    return out
+
+
+def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, benchmark: bool,
+                synthesis: Synthesis) -> None:
+    """Outputs of the composed module against the original's and a float64 run; a composed module
+    worse than the original's own error by a wide margin is not used. Then timings, if asked."""
+    import torch
+
+    from fact.core.enums import Precision
+    from fact.verify.tolerance import tolerance
+
+    module.cuda()
+    composed.cuda()
+    x = _fresh(inputs, "cuda")
+    reference = copy.deepcopy(module).double()
+    with torch.no_grad():
+        want = reference(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in x])
+        got = composed(*x)
+        eager = module(*x)
+    del reference
+    err_c, err_e = _rel(got, want), _rel(eager, want)
+    precisions = [Precision(p) for p in report.precision.split("/") if p in {q.value for q in Precision}]
+    tol = max((tolerance(p) for p in precisions), default=1e-5)
+    report.end_to_end = {"composed_err": f"{err_c:.3g}", "original_err": f"{err_e:.3g}", "tolerance": tol}
+    composed_items = [it for it in report.items if it.status == "composed"]
+    if composed_items and not (err_c <= max(tol, 4 * err_e)):
+        for d in synthesis.dispatches().values():
+            d.call = None
+        for it in composed_items:
+            it.status, it.reason = "kept", f"end-to-end check failed (error {err_c:.3g} vs original's {err_e:.3g})"
+        report.notes.append("the composed module disagreed with the original end to end: every kernel is disabled")
+        return
+    if not benchmark:
+        return
+    from fact.compose.timing import time_ms
+
+    seen: dict[str, tuple[Any, ...]] = {}
+    hooks = [d.register_forward_pre_hook(lambda mod, args: seen.setdefault(mod.match_id, args))
+             for d in synthesis.dispatches().values()]
+    with torch.no_grad():
+        composed(*x)
+    for h in hooks:
+        h.remove()
+    from fact.compose.rewrite import _run
+
+    by_id = {it.match_id: it for it in report.items}
+    with torch.no_grad():
+        for match_id, d in synthesis.dispatches().items():
+            args = seen.get(match_id)
+            if args is None or d.call is None:
+                continue
+            it = by_id[match_id]
+            call = d.call
+            it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
+            it.kernel_ms = time_ms(lambda d=d, args=args, call=call: _run(call, args, d.original))
+        original_ms = time_ms(lambda: module(*x))
+        composed_ms = time_ms(lambda: composed(*x))
+    report.end_to_end.update({"original_ms": original_ms, "composed_ms": composed_ms,
+                              "speedup": original_ms / composed_ms if composed_ms else None})
+
+
+def _rel(got: Any, want: Any) -> float:
+    import torch
+
+    if isinstance(got, (tuple, list)):
+        return max(_rel(g, w) for g, w in zip(got, want, strict=True))
+    g = got.double()
+    if torch.isnan(g).any():
+        return float("inf")
+    return float((g - want).norm() / want.norm().clamp_min(1e-300))
