@@ -16,6 +16,7 @@ from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec
 NAMESPACE = "fact"
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, Any] = {}
+_SPECS: dict[str, KernelSpec] = {}
 
 
 def op_name(spec: KernelSpec) -> str:
@@ -67,8 +68,36 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
         else:
             raise TypeError(f"no op form for {type(spec).__name__}")
         _REGISTERED[name] = op
+        _SPECS[name] = spec
         return op
 
 
 def registered(name: str) -> bool:
     return name in _REGISTERED
+
+
+def sample_args(spec: KernelSpec, device: str = "cuda") -> tuple[Any, ...]:
+    """Arguments of a small problem the op serves (for torch.library.opcheck)."""
+    import torch
+
+    from fact.core.enums import Layout
+    from fact.realize.spec import Mode
+
+    if isinstance(spec, FmhaSpec):
+        d = 64 if spec.head_dim >= 64 else spec.head_dim
+        q, k, v = (torch.rand(2, 128, 2, d, device=device).to(spec.dtype.torch).transpose(1, 2) for _ in range(3))
+        return q, k, v, d ** -0.5
+    assert isinstance(spec, GemmSpec)
+    m = n = k = 256
+    batch = (3,) if spec.mode is Mode.BATCHED else ()
+    dtype = spec.dtype.torch
+
+    def operand(rows: int, cols: int, layout: Layout) -> Any:
+        if layout is Layout.ROW:
+            return torch.rand(*batch, rows, cols, device=device).to(dtype)
+        return torch.rand(*batch, cols, rows, device=device).to(dtype).transpose(-2, -1)
+
+    kinds = {s.kind for s in spec.epilogue}
+    bias = torch.rand(n, device=device).to(dtype) if "bias" in kinds else None
+    residual = torch.rand(*batch, m, n, device=device).to(dtype) if "residual" in kinds else None
+    return operand(m, k, spec.layout_a), operand(k, n, spec.layout_b), bias, residual

@@ -62,13 +62,14 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
     if not matches:
         return []
     gm = _float64_copy(captured.graph_module)
+    device = _device(gm, example_inputs)
     flops = sum(m.flops for m in matches)
     if flops <= FULL_SHAPE_FLOPS:
-        shapes = [_full(example_inputs)]
+        shapes = [_full(example_inputs, device)]
     else:  # cut the batch of every input, or the rows of the first; the model's own shape last
-        shapes = [_reduced(example_inputs), _reduced(example_inputs, first_only=True)]
+        shapes = [_reduced(example_inputs, device), _reduced(example_inputs, device, first_only=True)]
         if flops <= 8 * FULL_SHAPE_FLOPS:
-            shapes.append(_full(example_inputs))
+            shapes.append(_full(example_inputs, device))
     recorded, error = None, ""
     for attempt in shapes:
         try:
@@ -121,7 +122,7 @@ def _check_recaptured(module: Any, matches: Sequence[Match], example_inputs: Seq
     from fact.patterns import match_graph
 
     small = [torch.empty(tuple(t.shape), dtype=x.dtype) if isinstance(x, torch.Tensor) else x
-             for t, x in zip(_reduced(example_inputs), example_inputs, strict=True)]
+             for t, x in zip(_reduced(example_inputs, "cpu"), example_inputs, strict=True)]
     try:
         again = capture(module, small, level="aten")
         first = matches[0]
@@ -221,7 +222,7 @@ def _attention_output(match: Match, value: Any) -> Any:
 def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) -> float:
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)  # drawn on the CPU, so every device sees the same values
     env = {}
     for n in _inputs_of(gm, match):
         if n not in recorded:
@@ -263,7 +264,7 @@ def _fresh(recorded: Any, node: Any, gen: Any) -> Any:
     if node.op == "get_attr" or not isinstance(recorded, torch.Tensor) or not recorded.is_floating_point():
         return recorded
     # wide enough to reach clamp bounds and the curved part of every activation
-    return torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 6.0 - 3.0
+    return (torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 6.0 - 3.0).to(recorded.device)
 
 
 def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
@@ -291,24 +292,35 @@ def _float64_copy(gm: Any) -> Any:
     return copied
 
 
-def _draw(shape: Sequence[int], like: Any, gen: Any) -> Any:
+def _device(gm: Any, example_inputs: Sequence[Any]) -> Any:
+    """Where the float64 re-run happens: the module's device (its parameters and buffers live there)."""
+    import torch
+
+    for t in (*gm.parameters(), *gm.buffers(), *[x for x in example_inputs if isinstance(x, torch.Tensor)]):
+        return t.device
+    return torch.device("cpu")
+
+
+def _draw(shape: Sequence[int], like: Any, gen: Any, device: Any) -> Any:
     import torch
 
     if like.is_floating_point():
-        return torch.rand(tuple(shape), generator=gen, dtype=torch.float64) * 2.0 - 1.0
-    if like.dtype is torch.bool:
-        return torch.rand(tuple(shape), generator=gen) < 0.5
-    return torch.zeros(tuple(shape), dtype=like.dtype)  # indices: zero is valid for every table
+        out = torch.rand(tuple(shape), generator=gen, dtype=torch.float64) * 2.0 - 1.0
+    elif like.dtype is torch.bool:
+        out = torch.rand(tuple(shape), generator=gen) < 0.5
+    else:
+        out = torch.zeros(tuple(shape), dtype=like.dtype)  # indices: zero is valid for every table
+    return out.to(device)
 
 
-def _full(example_inputs: Sequence[Any]) -> list[Any]:
+def _full(example_inputs: Sequence[Any], device: Any) -> list[Any]:
     import torch
 
     gen = torch.Generator().manual_seed(1234)
-    return [_draw(x.shape, x, gen) if isinstance(x, torch.Tensor) else x for x in example_inputs]
+    return [_draw(x.shape, x, gen, device) if isinstance(x, torch.Tensor) else x for x in example_inputs]
 
 
-def _reduced(example_inputs: Sequence[Any], first_only: bool = False) -> list[Any]:
+def _reduced(example_inputs: Sequence[Any], device: Any, first_only: bool = False) -> list[Any]:
     """The inputs with their leading (batch or row) dimension cut to 2 (every input's, or only the
     first's): the model's other extents are kept."""
     import torch
@@ -317,9 +329,9 @@ def _reduced(example_inputs: Sequence[Any], first_only: bool = False) -> list[An
     out = []
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] > 2 and not (first_only and i):
-            out.append(_draw((2, *x.shape[1:]), x, gen))
+            out.append(_draw((2, *x.shape[1:]), x, gen, device))
         else:
-            out.append(_draw(x.shape, x, gen) if isinstance(x, torch.Tensor) else x)
+            out.append(_draw(x.shape, x, gen, device) if isinstance(x, torch.Tensor) else x)
     return out
 
 
