@@ -23,12 +23,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
-import fact  # noqa: E402
-from fact.compose.timing import time_ms  # noqa: E402
+import fact
+from fact.compose.timing import time_ms
 
 
 class LinearChain(nn.Module):
@@ -171,13 +170,13 @@ def main() -> int:
             row["fact_err"], row["eager_err"] = rel(got, ref), rel(eager_out, ref)
             row["output_ok"] = row["fact_err"] <= max(2e-2, 4 * row["eager_err"])
             with torch.no_grad():
-                row["eager_ms"] = time_ms(lambda: module(*x))
-                row["fact_ms"] = time_ms(lambda: synthesis.module(*x))
+                row["eager_ms"] = time_ms(lambda m=module, x=x: m(*x))
+                row["fact_ms"] = time_ms(lambda m=synthesis.module, x=x: m(*x))
             if not args.no_compile:
                 compiled = torch.compile(module, mode=args.compile_mode)
                 with torch.no_grad():
                     compiled(*x)
-                    row["compile_ms"] = time_ms(lambda: compiled(*x))
+                    row["compile_ms"] = time_ms(lambda m=compiled, x=x: m(*x))
                 composed_compiled = torch.compile(synthesis.module, fullgraph=True)
                 with torch.no_grad():
                     cc = composed_compiled(*x)
