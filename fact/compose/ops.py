@@ -44,9 +44,10 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
 
             def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
                      residual: torch.Tensor | None) -> torch.Tensor:
-                return kernel(a, b, bias, residual)
+                return kernel(*map(_aligned, (a, b, bias, residual)))
 
-            op = torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types)
+            op = torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types,
+                                         schema="(Tensor a, Tensor b, Tensor? bias, Tensor? residual) -> Tensor")
 
             @op.register_fake
             def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
@@ -56,9 +57,10 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
         elif isinstance(spec, FmhaSpec):
 
             def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-                return kernel(q, k, v, scale)
+                return kernel(*map(_aligned, (q, k, v)), scale)
 
-            op = torch.library.custom_op(qualified, attention, mutates_args=(), device_types=device_types)
+            op = torch.library.custom_op(qualified, attention, mutates_args=(), device_types=device_types,
+                                         schema="(Tensor q, Tensor k, Tensor v, float scale) -> Tensor")
 
             @op.register_fake
             def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -70,6 +72,14 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
         _REGISTERED[name] = op
         _SPECS[name] = spec
         return op
+
+
+def _aligned(t: Any) -> Any:
+    """The tensor itself, or a copy with the same strides at a 16-byte aligned address: the kernels'
+    vector loads need one, and a compiled graph cannot guard on data pointers."""
+    if t is None or t.data_ptr() % 16 == 0:
+        return t
+    return t.clone()
 
 
 def registered(name: str) -> bool:

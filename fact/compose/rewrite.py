@@ -41,6 +41,7 @@ class KernelCall:
     out_shape: tuple[int, ...]
     scale: float = 0.0  # attention only
     kernel: str = ""  # the kernel's procedural name, for reports
+    device: str = "cuda"  # the device type the kernel runs on
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -83,9 +84,11 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
     grad = torch.is_grad_enabled()
     for op in call.operands:
         t = _tensor(op, inputs, original)
-        if not isinstance(t, torch.Tensor) or not t.is_cuda or str(t.dtype).removeprefix("torch.") != op.dtype:
+        if not isinstance(t, torch.Tensor) or t.device.type != call.device or str(t.dtype).removeprefix("torch.") != op.dtype:
             return False
-        if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride or t.data_ptr() % 16:
+        if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride:
+            return False
+        if not torch.compiler.is_compiling() and t.data_ptr() % 16:  # compiled: the op realigns (ops.py)
             return False
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
             return False
@@ -184,3 +187,45 @@ def operands_for(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.N
             raise LookupError(f"operand {role} ({ref}) is not an input of the subgraph")
         out.append(Operand(role, by_name[ref], None, spec.shape, spec.strides, spec.dtype.torch_name))
     return tuple(out)
+
+
+def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
+    """`matches` from the last in the graph to the first: installing in that order leaves every
+    later match's operands (outputs of earlier ones) in place until it is installed."""
+    position = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+    return sorted(matches, key=lambda m: position[m.output], reverse=True)
+
+
+def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name: str,
+            device: str = "cuda") -> KernelCall:
+    """Register `kernel` as the custom op of `spec` and put a guarded call to it where `match` was.
+
+    Install a graph's matches in `last_first` order.
+
+    Args:
+        gm: the captured graph (changed in place; call gm.recompile() after the last install).
+        match: a match of gm whose kernel passed verification.
+        spec: the kernel's KernelSpec.
+        kernel: the callable behind the op (a built kernel; a reference implementation in tests).
+        name: the Dispatch submodule's attribute name.
+        device: the device type the kernel serves.
+
+    Raises:
+        LookupError: when the match's nodes cannot be replaced by one call (the reason says why).
+    """
+    from fact.compose import ops
+
+    reason = escapes(gm, match)
+    if reason is not None:
+        raise LookupError(reason)
+    ops.register(spec, kernel, device_types=device)
+    original, inputs = subgraph(gm, match)
+    out_spec = next(n for n in gm.graph.nodes if n.name == match.output).meta["fact_spec"]
+    scale = 0.0
+    if match.attention is not None:
+        a = match.attention
+        scale = a.scale if a.scale is not None else a.head_dim ** -0.5
+    call = KernelCall(ops.op_name(spec), "attention" if match.attention is not None else "gemm",
+                      operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device)
+    replace(gm, match, Dispatch(original, call, match.id), inputs, name)
+    return call

@@ -167,8 +167,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any], report: Report,
             cache: Any, benchmark: bool, seeds: tuple[int, ...], stage: Stage) -> Synthesis:
     from fact.build.cache import BuildCache
-    from fact.compose import ops
-    from fact.compose.rewrite import Dispatch, KernelCall, escapes, operands_for, replace, subgraph
+    from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
     from fact.realize.kernel import wrap
     from fact.verify.worker import Job, run_job
@@ -189,6 +188,8 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
         built = list(pool.map(build, todo))
     stage("verify: each kernel in a worker process, several shapes and seeds")
     gm = captured.graph_module
+    order = {m.id: i for i, m in enumerate(last_first(gm, [item.match for item, _ in built]))}
+    built.sort(key=lambda pair: order[pair[0].match.id])
     for index, (item, library) in enumerate(built):
         rep, spec = items[item.match.id], real[item.match.id].spec
         if isinstance(library, Exception):
@@ -205,23 +206,14 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
         v = outcome.report
         rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
                             "worst": v.worst, "tolerance": v.tolerance}
-        reason = escapes(gm, item.match)
-        if reason is not None:
-            rep.status, rep.reason = "kept", reason
-            continue
         from fact.build.cache import load_library
 
-        op = ops.register(spec, wrap(spec, load_library(library.path, library.module_name)))
-        del op
-        original, sub_inputs = subgraph(gm, item.match)
-        out_spec = next(n for n in gm.graph.nodes if n.name == item.match.output).meta["fact_spec"]
-        attention = item.match.attention
-        scale = 0.0
-        if attention is not None:
-            scale = attention.scale if attention.scale is not None else attention.head_dim ** -0.5
-        call = KernelCall(ops.op_name(spec), "attention" if attention is not None else "gemm",
-                          operands_for(gm, item.match, sub_inputs, original), tuple(out_spec.shape), scale, spec.name)
-        replace(gm, item.match, Dispatch(original, call, item.match.id), sub_inputs, f"fact_{index}")
+        try:
+            call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
+                           f"fact_{index}")
+        except LookupError as exc:
+            rep.status, rep.reason = "kept", str(exc)
+            continue
         rep.status, rep.op = "composed", f"fact::{call.op}"
     gm.recompile()
     synthesis = Synthesis(gm, report, plan)

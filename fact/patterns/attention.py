@@ -60,7 +60,7 @@ def _is_causal_mask(mask: Any, fill: Any, root: Any) -> tuple[bool, list[Any]]:
     if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.dtype is not torch.bool:
         return False, []
     sq, sk = value.shape[-2:]
-    future = torch.ones(sq, sk, dtype=torch.bool).triu(1)
+    future = torch.ones(sq, sk, dtype=torch.bool, device=value.device).triu(1)
     if not all(torch.equal(m, future) for m in value.reshape(-1, sq, sk)):
         return False, []
     return True, [n for n in nodes if n.op != "get_attr"]

@@ -1,0 +1,149 @@
+"""Composition on the CPU: the fx rewrite, the custom ops and their fake implementations, the guard
+that sends every call the kernel was not verified for to the original ops, and fact.synthesize on a
+machine without a GPU. A reference implementation stands behind each op (the GPU tests use the
+built kernels)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import fact
+from fact.compose import ops
+from fact.compose.rewrite import Dispatch, install, last_first
+from fact.discover import discover_captured
+from fact.realize import spec_for
+from fact.realize.choose import steps_of
+from fact.verify.check import apply_steps
+
+
+class Mlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 128)
+        self.proj = nn.Linear(128, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh")) + x
+
+
+class Attention(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        return F.softmax(att, dim=-1) @ v
+
+
+BF16 = torch.bfloat16
+
+
+def reference_kernel(match):
+    """What a verified kernel computes, in float64, on the CPU."""
+    if match.attention is not None:
+        def attention(q, k, v, scale):
+            s = torch.softmax((q.double() @ k.double().transpose(-2, -1)) * scale, dim=-1)
+            b, h, n, d = q.shape
+            out = torch.empty((b, n, h, d), dtype=q.dtype).transpose(1, 2)
+            out.copy_(s @ v.double())
+            return out
+        return attention
+    steps = steps_of(match)
+
+    def gemm(a, b, bias, residual):
+        return apply_steps(a.double() @ b.double(), steps, bias, residual).to(a.dtype)
+    return gemm
+
+
+def composed(module, inputs):
+    plan, captured = discover_captured(module, inputs, arch="sm90")
+    gm = captured.graph_module
+    for i, match in enumerate(last_first(gm, [item.match for item in plan.items])):
+        install(gm, match, spec_for(match, "sm90"), reference_kernel(match), f"fact_{i}", device="cpu")
+    gm.recompile()
+    return gm, plan
+
+
+def _dispatches(gm):
+    return [m for m in gm.modules() if isinstance(m, Dispatch)]
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    torch.manual_seed(0)
+    module = Mlp().to(BF16).eval()
+    gm, plan = composed(module, [torch.empty(32, 64, dtype=BF16)])
+    return module, gm, plan
+
+
+def test_the_rewrite_calls_the_ops_where_matches_were_and_keeps_the_rest(mlp) -> None:
+    module, gm, plan = mlp
+    called = [n for n in gm.graph.nodes if n.op == "call_module" and isinstance(gm.get_submodule(n.target), Dispatch)]
+    assert len(called) == len(plan.items) == 2
+    assert not any(n.op == "call_module" and n.target in ("fc", "proj") for n in gm.graph.nodes)
+    x = torch.randn(32, 64, dtype=BF16)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x), rtol=2e-2, atol=2e-2)  # bf16 rounding differs
+    assert [d.kernel_calls for d in _dispatches(gm)] == [1, 1]
+
+
+@pytest.mark.parametrize("variant", ["other_batch", "non_contiguous", "float64", "autograd"])
+def test_calls_the_kernel_was_not_verified_for_run_the_original_ops(mlp, variant) -> None:
+    module, gm, _ = mlp
+    x = {"other_batch": torch.randn(8, 64, dtype=BF16), "non_contiguous": torch.randn(32, 128, dtype=BF16)[:, ::2],
+         "float64": torch.randn(32, 64, dtype=torch.float64),
+         "autograd": torch.randn(32, 64, dtype=BF16, requires_grad=True)}[variant]
+    dispatches = _dispatches(gm)
+    before = [(d.kernel_calls, d.fallbacks) for d in dispatches]
+    if variant == "float64":
+        module, gm = module.double(), gm.double()
+    try:
+        torch.testing.assert_close(gm(x), module(x), rtol=0, atol=0)  # the very same ops
+    finally:
+        module.to(BF16)
+        gm.to(BF16)
+    after = [(d.kernel_calls, d.fallbacks) for d in dispatches]
+    assert all(k1 == k0 for (k0, _), (k1, _) in zip(before, after, strict=True))  # no kernel call
+    assert any(f1 > f0 for (_, f0), (_, f1) in zip(before, after, strict=True))
+
+
+def test_attention_composes_with_its_head_layout() -> None:
+    module = Attention()
+    inputs = [torch.randn(2, 4, 128, 64) for _ in range(3)]
+    gm, plan = composed(module, inputs)
+    assert [i.match.pattern for i in plan.items] == ["attention"]
+    torch.testing.assert_close(gm(*inputs), module(*inputs), rtol=1e-5, atol=1e-5)
+    assert _dispatches(gm)[0].kernel_calls == 1
+
+
+def test_registered_ops_pass_opcheck(mlp) -> None:
+    plan = mlp[2]
+    for item in plan.items:
+        spec = spec_for(item.match, "sm90")
+        op = ops.register(spec, reference_kernel(item.match), device_types="cpu")
+        torch.library.opcheck(op, ops.sample_args(spec, device="cpu"))
+
+
+def test_the_composed_module_compiles_with_fullgraph_and_exports(mlp) -> None:
+    module, gm, _ = mlp
+    x = torch.randn(32, 64, dtype=BF16)
+    compiled = torch.compile(gm, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x), rtol=2e-2, atol=2e-2)
+        exported = torch.export.export(gm, (x,))
+        assert any("fact." in str(n.target) for n in exported.graph.nodes)
+        torch.testing.assert_close(exported.module()(x), module(x), rtol=2e-2, atol=2e-2)
+
+
+def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
+    module = nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval()
+    synthesis = fact.synthesize(module, torch.empty(32, 64), arch="sm90")
+    assert synthesis.module is module
+    report = synthesis.report
+    assert not report.verified and "nothing was verified or timed" in report.to_markdown()
+    assert [i.status for i in report.items] == ["planned"]
+    assert report.items[0].kernel.startswith("sm80_gemm_3xtf32")  # exact fp32 on sm90: the 3xTF32 family
+    data = report.to_json()
+    assert data["precision"] == "exact" and len(data["items"]) == 1 and data["end_to_end"] == {}
