@@ -144,6 +144,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
         counts = Counter(str(m.get(facet)) for m in snap.metadatas)
         table.add_row(facet, ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     _console().print(table)
+
+    from fact.knowledge.coverage import coverage
+    from fact.realize.catalog import buildable_cells
+
+    cov = coverage(snap.ids, snap.metadatas, buildable_cells())
+    grid = Table(title=f"coverage: what realize can build x vetted examples ({len(cov.gaps)} gaps)")
+    for col in ("arch", "family", "precision", "activation", "examples"):
+        grid.add_column(col)
+    for cell, buildable, ids in cov.rows:
+        shown = ", ".join(ids) if ids else "[red]GAP: no vetted example[/red]"
+        if not buildable:
+            shown += " [dim](not built by realize)[/dim]"
+        grid.add_row(cell.arch, cell.family, cell.precision, cell.activation, shown)
+    _console().print(grid)
     return 0
 
 

@@ -8,6 +8,8 @@ results file and, with --record, writes the vetting record into each sidecar.
     python scripts/vet_corpus.py --compile-only --record          # CPU machine
     python scripts/vet_corpus.py --out results/vet.json           # GPU machine
     python scripts/vet_corpus.py --record-from results/vet.json   # back on the CPU machine
+    python scripts/vet_corpus.py --only sm90_gemm_evt_bias_silu --only sm80_gemm_bias_tanh --record
+    python scripts/vet_corpus.py --not-run --record               # every entry without a GPU run record
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the results JSON here")
     ap.add_argument("--record", action="store_true", help="write vetting records into the sidecars")
     ap.add_argument("--record-from", type=Path, help="record from an earlier results JSON")
+    ap.add_argument("--only", action="append", default=[], metavar="ID",
+                    help="vet only these entry ids (repeat, or separate with commas)")
+    ap.add_argument("--not-run", action="store_true",
+                    help="vet only entries whose sidecar has no GPU run record yet")
     args = ap.parse_args()
 
     if args.record_from:
@@ -113,6 +119,15 @@ def main() -> int:
     entries, errors = load_corpus(args.paths)
     for err in errors:
         print(f"skipped: {err}", file=sys.stderr)
+    only = {i.strip() for arg in args.only for i in arg.split(",") if i.strip()}
+    unknown = only - {e.id for e in entries}
+    if unknown:
+        print(f"no corpus entry with id {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if only:
+        entries = [e for e in entries if e.id in only]
+    if args.not_run:
+        entries = [e for e in entries if e.meta.vetting.run is None]
     tc = find_toolchain()
     gpu = None if args.compile_only else gpu_name()
     run = gpu is not None

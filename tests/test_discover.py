@@ -39,7 +39,10 @@ def test_case(case: Case, kb, tmp_path) -> None:
     assert saved == sorted(saved, reverse=True)
     for item in plan.items:
         assert item.exemplars, item.match.id
-        assert all(e.id.startswith(("sm90_", "cutlass/")) for e in item.exemplars)
+        # sm80-family kernels (which run on sm90) ground a match only when sm90 has no example of
+        # its family, as for exact fp32; the tier says so
+        own = "sm80_" if item.grounding.startswith("sm80:") else "sm90_"
+        assert all(e.id.startswith(own) for e in item.exemplars), (item.grounding, item.exemplars)
         assert item.eager_ms > 0 and item.tuned_ms > 0
     if not case.expected:
         assert any("keeps its original ops" in n for n in plan.notes)
@@ -109,7 +112,7 @@ def test_discovery_needs_no_network(tmp_path, monkeypatch: pytest.MonkeyPatch) -
     plan = discover(Block(n_embd=64, n_head=2, block_size=64), [torch.empty(2, 64, 64)], arch="sm80",
                     registry=PatternRegistry(tmp_path / "r.json"))
     assert attempts == [] and len(plan.items) == 5
-    assert all(e.id.startswith(("sm80_", "cutlass/")) for i in plan.items for e in i.exemplars)
+    assert all(e.id.startswith("sm80_") for i in plan.items for e in i.exemplars)
 
 
 def test_verified_patterns_are_reused(tmp_path, kb) -> None:

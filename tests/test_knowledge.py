@@ -18,7 +18,7 @@ def test_index_holds_corpus_and_cutlass_examples(kb: KnowledgeBase) -> None:
     snap = kb.snapshot()
     sources = {m["source"] for m in snap.metadatas}
     assert sources == {"fact", "cutlass-examples"}
-    assert sum(m["source"] == "fact" for m in snap.metadatas) == 25
+    assert sum(m["source"] == "fact" for m in snap.metadatas) == 49
     assert {m["indexed_by"] for m in snap.metadatas} == {"sync"}  # none curated, so a sync may prune any
     upstream = [m for m in snap.metadatas if m["source"] == "cutlass-examples"]
     assert all(m["license"] == "BSD-3-Clause" and m["origin_path"].startswith("cutlass_library/source/examples/")

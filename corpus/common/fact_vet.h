@@ -43,7 +43,7 @@
 
 namespace fact_vet {
 
-enum class Act { kIdentity, kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid };
+enum class Act { kIdentity, kRelu, kGeluErf, kGeluTanh, kSilu, kSigmoid, kTanh, kMish };
 
 __host__ __device__ inline double apply(Act act, double x) {
   switch (act) {
@@ -53,6 +53,8 @@ __host__ __device__ inline double apply(Act act, double x) {
       return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case Act::kSilu: return x / (1.0 + exp(-x));
     case Act::kSigmoid: return 1.0 / (1.0 + exp(-x));
+    case Act::kTanh: return tanh(x);
+    case Act::kMish: return x * tanh(log1p(exp(x)));
     default: return x;
   }
 }

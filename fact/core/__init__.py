@@ -1,6 +1,6 @@
 """The vocabulary every stage shares: enums, value types and the error tree."""
 
-from fact.core.enums import ApiLevel, Arch, DType, Layout, OpFamily, Precision
+from fact.core.enums import ApiLevel, Arch, DType, Layout, MathPath, OpFamily, Precision
 from fact.core.errors import (
     BuildError,
     CorpusError,
@@ -23,6 +23,7 @@ __all__ = [
     "IndexError_",
     "KnowledgeBaseError",
     "Layout",
+    "MathPath",
     "MissingDependencyError",
     "OpFamily",
     "Precision",

@@ -120,6 +120,38 @@ class Precision(enum.Enum):
     BF16 = "bf16"
     FP16 = "fp16"
 
+    @property
+    def peers(self) -> tuple[Precision, ...]:
+        """The precisions whose kernels share this one's math path (bf16 and fp16 both run the
+        16-bit tensor-core path); a kernel of one may stand in for another only among these."""
+        if self in (Precision.BF16, Precision.FP16):
+            return (self, Precision.FP16 if self is Precision.BF16 else Precision.BF16)
+        return (self,)
+
+
+class MathPath(enum.Enum):
+    """How a GEMM mainloop multiplies, which decides the precision it computes in."""
+
+    TENSOROP = "tensorop"  # bf16 / fp16 operands on tensor cores
+    TF32 = "tf32"  # fp32 operands rounded to TF32 on tensor cores
+    TF32X3 = "3xtf32"  # fp32-accurate on tensor cores: big and residual TF32 parts (OpMultiplyAddFastF32)
+    SIMT = "simt"  # fp32 FFMA on CUDA cores
+
+    def precision(self, dtype: DType) -> Precision:
+        """The precision of this path for operands of `dtype`.
+
+        Raises:
+            ValueError: when the path does not take that dtype (tensorop is for bf16 / fp16, the
+                others for fp32).
+        """
+        if self is MathPath.TENSOROP:
+            if dtype not in (DType.BF16, DType.F16):
+                raise ValueError(f"the tensorop path takes bf16 or f16 operands, not {dtype.value}")
+            return Precision.BF16 if dtype is DType.BF16 else Precision.FP16
+        if dtype not in (DType.F32, DType.TF32):
+            raise ValueError(f"the {self.value} path takes fp32 operands, not {dtype.value}")
+        return Precision.TF32 if self is MathPath.TF32 else Precision.EXACT
+
 
 class OpFamily(enum.Enum):
     """The kind of computation a kernel or exemplar performs."""

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from fact.capture import capture
+from fact.core.enums import Arch, OpFamily
 from fact.discover.cost import estimate
 from fact.discover.plan import Exemplar, Plan, PlanItem
+from fact.knowledge.grounding import Family, Grounding, ground
 from fact.patterns import match_graph
 from fact.patterns.registry import PatternRegistry
+from fact.patterns.types import Match
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,31 @@ def detect_arch() -> tuple[str, str | None]:
     except Exception as exc:
         log.debug("no GPU: %s", exc)
     return "sm90", "no CUDA GPU here: planning for sm90 (pass arch= to choose)"
+
+
+def family_of_match(match: Match, arch: Arch | str) -> Family:
+    """The family a match's exemplars must belong to, before realize has chosen its kernel.
+
+    The precision is the match's (so exact fp32 never meets a TF32 example); the math path is
+    left open. A large-K GEMM may be served by stream-K or split-K kernels. On sm90, sm80-family
+    kernels (which run there through PTX) may serve when sm90 has no example of the family, as
+    for exact fp32, which has no wgmma path.
+    """
+    arch = Arch(arch) if isinstance(arch, str) else arch
+    if match.attention is not None:
+        ops: tuple[OpFamily, ...] = (OpFamily.FMHA,)
+    elif match.pattern == "gemm_large_k":
+        ops = (OpFamily.STREAMK_GEMM, OpFamily.SPLITK_GEMM)
+    else:
+        ops = (match.family,)
+    older = (Arch.SM80,) if arch is Arch.SM90 else ()
+    epilogue = None if match.attention is not None else match.epilogue
+    return Family(arch, ops, match.precision, None, epilogue, older)
+
+
+def ground_match(kb: Any, match: Match, arch: Arch | str, k: int = 3) -> Grounding:
+    """The exemplars of a match's family, ranked by its description."""
+    return ground(kb, family_of_match(match, arch), match.describe(), k=k)
 
 
 def discover_captured(
@@ -64,13 +92,17 @@ def discover_captured(
     registry = registry or PatternRegistry()
     items = []
     for m in result.matches:
-        hits = kb.query(m.describe(), arch=arch, k=k) if kb is not None else []
+        exemplars: tuple[Exemplar, ...] = ()
+        tier, note = "none", "no knowledge base"
+        if kb is not None:
+            grounding = ground_match(kb, m, arch, k)
+            exemplars = _exemplars(kb, grounding)
+            tier, note = grounding.tier, grounding.note
         est = estimate(m, arch)
         items.append(PlanItem(
-            match=m,
-            exemplars=tuple(Exemplar(h.id, round(h.score, 6), h.path, str(h.metadata.get("source"))) for h in hits),
+            match=m, exemplars=exemplars,
             eager_ms=est.eager_s * 1e3, tuned_ms=est.tuned_s * 1e3,
-            verified_before=registry.lookup(m, arch),
+            verified_before=registry.lookup(m, arch), grounding=tier, grounding_note=note,
         ))
     items.sort(key=lambda i: (-i.saved_ms, i.match.anchor))
     plan = Plan(
@@ -139,3 +171,11 @@ def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any],
     kept_ids = {i.match.id for i in kept}
     groups = tuple(g for g in plan.groups if all(member in kept_ids for member in g.members))
     return dataclasses.replace(plan, items=kept, rejections=plan.rejections + refused, groups=groups)
+
+
+def _exemplars(kb: Any, grounding: Grounding) -> tuple[Exemplar, ...]:
+    snap = kb.snapshot()
+    meta = dict(zip(snap.ids, snap.metadatas, strict=True))
+    return tuple(Exemplar(i, round(score, 6), str(meta.get(i, {}).get("origin_path", "")),
+                          str(meta.get(i, {}).get("source")))
+                 for i, score in zip(grounding.ids, grounding.scores, strict=True))

@@ -9,7 +9,7 @@ from typing import Any
 
 from fact.patterns.types import Group, Match, Rejection
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class PlanItem:
     eager_ms: float
     tuned_ms: float
     verified_before: str | None = None  # a kernel that already passed verification for this bucket
+    grounding: str = "none"  # the knowledge.grounding tier its exemplars came from; "none": not grounded
+    grounding_note: str = ""  # what fell back, in words; empty for an exact grounding
 
     @property
     def saved_ms(self) -> float:
@@ -69,7 +71,8 @@ class Plan:
         items = tuple(
             PlanItem(match=Match.from_dict(i["match"]),
                      exemplars=tuple(Exemplar(**e) for e in i["exemplars"]),
-                     eager_ms=i["eager_ms"], tuned_ms=i["tuned_ms"], verified_before=i.get("verified_before"))
+                     eager_ms=i["eager_ms"], tuned_ms=i["tuned_ms"], verified_before=i.get("verified_before"),
+                     grounding=i["grounding"], grounding_note=i["grounding_note"])
             for i in d["items"]
         )
         return cls(
@@ -105,7 +108,7 @@ class Plan:
             rows.append((str(n), m.pattern, f"{m.anchor} (+{len(m.nodes) - 1})", prob,
                          f"{m.dtype.value} / {m.precision.value}", ", ".join(m.epilogue),
                          f"{it.eager_ms:.3f}", f"{it.tuned_ms:.3f}", f"{it.saved_ms:.3f}",
-                         tuple(e.id for e in it.exemplars[:2])))
+                         (*(e.id for e in it.exemplars[:2]), *(() if it.grounding == "exact" else (f"({it.grounding})",)))))
         title = (f"fact plan for {self.module} on {self.arch} (captured at {self.level} level; "
                  f"estimates from a roofline, not measurements)")
         parts: list[Any] = [FitTable(columns, rows, title=title)]

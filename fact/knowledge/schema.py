@@ -9,6 +9,7 @@ A sidecar is TOML next to its `.cu`:
     description = "..."
     [dtypes]   a = "bf16"  b = "bf16"  c = "bf16"  accumulator = "f32"
     [layouts]  a = "row"   b = "col"   c = "row"
+    math = "3xtf32"            for fp32 entries: tf32, 3xtf32 or simt (16-bit entries are tensorop)
     epilogue = ["bias", "relu"]
     [params]   threadblock = "128x128x32"  stages = 3  ...
     [provenance] source = "fact"  author = "..."  license = "BSD-3-Clause"
@@ -21,15 +22,17 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fact.core.enums import ApiLevel, Arch, DType, Layout, OpFamily
+from fact.core.enums import ApiLevel, Arch, DType, Layout, MathPath, OpFamily, Precision
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_./-]{2,127}$")
 EPILOGUES = (
     "bias", "scale", "residual", "relu", "leaky_relu", "gelu_erf", "gelu_tanh", "silu",
     "sigmoid", "tanh", "clamp", "mish", "softmax", "causal_mask",
 )
+# The epilogue steps that are activations (the rest add a tensor, scale, or belong to attention).
+ACTIVATIONS = tuple(e for e in EPILOGUES if e not in ("bias", "scale", "residual", "softmax", "causal_mask"))
 
 
 class _Strict(BaseModel):
@@ -90,6 +93,7 @@ class ExampleMeta(_Strict):
     dtypes: DTypes
     layouts: Layouts
     epilogue: tuple[str, ...] = ()
+    math: MathPath | None = None  # how the mainloop multiplies; None: implied by 16-bit / tf32 dtypes
     params: dict[str, str | int | bool] = Field(default_factory=dict)
     includes: tuple[str, ...] = ()  # extra include dirs, relative to the CUTLASS source root
     provenance: Provenance
@@ -110,6 +114,35 @@ class ExampleMeta(_Strict):
             raise ValueError(f"unknown epilogue step(s) {unknown}; known: {', '.join(EPILOGUES)}")
         return v
 
+    @model_validator(mode="after")
+    def _math_fits_dtype(self) -> ExampleMeta:
+        if self.math is not None:
+            try:
+                self.math.precision(self.dtypes.a)
+            except ValueError as exc:
+                raise ValueError(f"math {self.math.value}: {exc}") from None
+        return self
+
+    @property
+    def math_path(self) -> MathPath | None:
+        """The declared math path, or the one 16-bit and tf32 operands imply; None when unknown
+        (fp32 operands without a declared path)."""
+        if self.math is not None:
+            return self.math
+        if self.dtypes.a in (DType.BF16, DType.F16):
+            return MathPath.TENSOROP
+        return MathPath.TF32 if self.dtypes.a is DType.TF32 else None
+
+    @property
+    def precision(self) -> Precision | None:
+        """The precision the example computes in, when its math path is known."""
+        path = self.math_path
+        return None if path is None else path.precision(self.dtypes.a)
+
+    @property
+    def activations(self) -> tuple[str, ...]:
+        return tuple(e for e in self.epilogue if e in ACTIVATIONS)
+
     def flat_metadata(self) -> dict[str, str | int | float | bool]:
         """Flat scalar metadata, portable to any chroma filter: where={"arch": "sm90"}."""
         flat: dict[str, str | int | float | bool] = {
@@ -124,6 +157,9 @@ class ExampleMeta(_Strict):
             "dtype_acc": self.dtypes.accumulator.value,
             "layout": self.layouts.a.blas + self.layouts.b.blas,
             "epilogue": ",".join(self.epilogue),
+            "activation": ",".join(self.activations),
+            "math": self.math_path.value if self.math_path else "",
+            "precision": self.precision.value if self.precision else "",
             "source": self.provenance.source,
             "license": self.provenance.license,
             "vetted_compile": bool(self.vetting.compile and self.vetting.compile.ok),

@@ -1,7 +1,7 @@
 """Stage 2a, realize: KernelSpec -> jinja2 template -> CUDA sources -> built extension.
 
     spec = spec_for(match, "sm90")               # the default kernel for a discovered match
-    rendered = render(spec, exemplars=("sm90_gemm_evt_bias_gelu",))
+    rendered = render(spec, exemplars=ground_spec(kb, spec).ids)
     kernel = build(rendered)                     # cached by content; GPU machines only
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fact.realize.choose import spec_for
+from fact.realize.grounding import family_of_spec, ground_spec
 from fact.realize.render import Rendered, render
 from fact.realize.spec import (
     FmhaSpec,
@@ -28,13 +29,21 @@ from fact.realize.spec import (
 
 @dataclass(frozen=True)
 class Realization:
-    """What realize makes of one plan item: a kernel spec grounded on the item's exemplars, or the
-    reason there is none (the original ops then stay)."""
+    """What realize makes of one plan item: a kernel spec grounded on exemplars of its own family,
+    or the reason there is none (the original ops then stay).
+
+    grounding / grounding_note: the knowledge.grounding tier the exemplars came from and what fell
+    back. dropped: the plan's exemplars that are not of the spec's family (the spec may use another
+    math path or architecture than the match suggested).
+    """
 
     match_id: str
     spec: KernelSpec | None
     exemplars: tuple[str, ...]
     reason: str | None = None
+    grounding: str = "none"
+    grounding_note: str = ""
+    dropped: tuple[str, ...] = ()
 
     def render(self) -> Rendered:
         if self.spec is None:
@@ -42,15 +51,31 @@ class Realization:
         return render(self.spec, self.exemplars)
 
 
-def realizations(plan: Any) -> list[Realization]:
-    """A Realization for every item of a discovered Plan, in plan order."""
+def realizations(plan: Any, kb: Any = None, k: int = 3) -> list[Realization]:
+    """A Realization for every item of a discovered Plan, in plan order.
+
+    Each spec is grounded again on its own family: the plan's exemplars stay (first) where they
+    fit it, the rest are dropped and replaced from the knowledge base.
+
+    Args:
+        plan: a fact.discover.Plan.
+        kb: the KnowledgeBase to ground on (default: the corpus in memory, lexical).
+        k: exemplars per kernel.
+    """
     out = []
     for item in plan.items:
-        exemplars = tuple(e.id for e in item.exemplars)
+        planned = tuple(e.id for e in item.exemplars)
         try:
-            out.append(Realization(item.match.id, spec_for(item.match, plan.arch), exemplars))
+            spec = spec_for(item.match, plan.arch)
         except SpecError as exc:
-            out.append(Realization(item.match.id, None, exemplars, str(exc)))
+            out.append(Realization(item.match.id, None, planned, str(exc), item.grounding, item.grounding_note))
+            continue
+        if kb is None:
+            from fact.knowledge.base import KnowledgeBase
+
+            kb = KnowledgeBase.in_memory()
+        g = ground_spec(kb, spec, k=k, prefer=planned)
+        out.append(Realization(item.match.id, spec, g.ids, None, g.tier, g.note, g.rejected))
     return out
 
 
@@ -87,4 +112,5 @@ def build(rendered: Rendered, cache: Any = None) -> Any:
 
 
 __all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Realization", "Rendered", "Schedule", "Scheduler",
-           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "build_request", "realizations", "render", "spec_for"]
+           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "build_request", "family_of_spec",
+           "ground_spec", "realizations", "render", "spec_for"]

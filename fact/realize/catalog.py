@@ -1,10 +1,18 @@
 """A representative kernel of every family and option: what CI compile-checks and what the GPU
-evidence run builds, verifies and times."""
+evidence run builds, verifies and times. Also every kernel kind realize can build by default,
+which the corpus must cover."""
 
 from __future__ import annotations
 
-from fact.core.enums import Arch, DType, Precision
+import itertools
+
+from fact.core.enums import Arch, DType, OpFamily, Precision
 from fact.core.enums import Layout as L
+from fact.core.specs import ProblemShape
+from fact.knowledge.coverage import Cell
+from fact.patterns.types import AttentionShape, Match
+from fact.realize.choose import spec_for
+from fact.realize.grounding import cells_of_spec
 from fact.realize.spec import (
     FmhaSpec,
     GemmSpec,
@@ -14,6 +22,7 @@ from fact.realize.spec import (
     Scheduler,
     Sm80Tiles,
     Sm90Tiles,
+    SpecError,
     Step,
 )
 
@@ -85,3 +94,57 @@ def attention() -> list[FmhaSpec]:
 
 def representative() -> list[KernelSpec]:
     return [*sm90_gemms(), *sm80_gemms(), *attention()]
+
+
+# Constants for the epilogue steps that take them (leaky slope, clamp bounds).
+_STEP_ARGS: dict[str, tuple[float | None, float | None]] = {"leaky_relu": (0.1, None), "clamp": (-1.0, 1.0)}
+_PATTERNS = {"gemm": OpFamily.GEMM, "gemm_epilogue": OpFamily.GEMM_EPILOGUE, "bmm": OpFamily.BMM,
+             "gemm_large_k": OpFamily.SPLITK_GEMM}
+
+
+def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple[L, L], aligned: bool,
+                epilogue: tuple[str, ...]) -> Match:
+    size = 256 if aligned else 255
+    problem = {"bmm": ProblemShape(size, size, size, 4),
+               "gemm_large_k": ProblemShape(size, size, 64 * size)}.get(pattern, ProblemShape(size, size, size))
+    return Match(pattern=pattern, family=_PATTERNS[pattern], anchor="mm", nodes=("mm",), output="mm",
+                 dtype=dtype, precision=precision, realization=pattern, problem=problem, layouts=layouts,
+                 epilogue=epilogue, epilogue_args=tuple(_STEP_ARGS.get(s, (None, None)) for s in epilogue))
+
+
+def default_specs() -> list[KernelSpec]:
+    """The spec realize chooses for every kind of match the pattern table produces: each arch,
+    dtype and fp32 precision, operand layout and alignment, GEMM pattern, activation and attention
+    shape class. Matches no family serves (SpecError) are left out."""
+    from fact.realize.spec import ACTIVATIONS
+
+    numerics = [(BF16, PB16), (F16, P16), (F32, EXACT), (F32, TF32)]
+    chains = [(), ("bias",), *(("bias", a) for a in ACTIVATIONS)]
+    specs: list[KernelSpec] = []
+    for arch, (dtype, precision), layouts in itertools.product(Arch, numerics, itertools.product(L, L)):
+        # the pattern table refuses misaligned 16-bit and TF32 operands; exact fp32 takes any
+        for aligned in (True, False) if precision is EXACT else (True,):
+            for pattern in _PATTERNS:
+                for chain in chains if pattern == "gemm_epilogue" else [()]:
+                    if pattern == "gemm_epilogue" and not chain:
+                        continue
+                    try:
+                        specs.append(spec_for(_gemm_match(pattern, dtype, precision, layouts, aligned, chain), arch))
+                    except SpecError:
+                        continue
+    for arch, dtype, head_dim, seq, mask in itertools.product(Arch, (F32, BF16, F16), (64, 96, 128), (512, 200),
+                                                              ("causal", "none")):
+        shape = AttentionShape(2, 4, seq, seq, head_dim, mask, None)
+        match = Match(pattern="attention", family=OpFamily.FMHA, anchor="softmax", nodes=("softmax",),
+                      output="softmax", dtype=dtype, precision={F32: EXACT, BF16: PB16, F16: P16}[dtype],
+                      realization="fmha", attention=shape)
+        try:
+            specs.append(spec_for(match, arch))
+        except SpecError:
+            continue
+    return specs
+
+
+def buildable_cells() -> set[Cell]:
+    """Every coverage cell of a kernel realize can build: its default choices and the catalog."""
+    return {cell for spec in [*default_specs(), *representative()] for cell in cells_of_spec(spec)}
