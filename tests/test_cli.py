@@ -127,7 +127,7 @@ def test_plan_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert rc == 0
         plan = Plan.load(tmp_path / "plan.json")
         exemplars = [e.id for item in plan.items for e in item.exemplars[:2]]
-        assert any(len(e) > 30 for e in exemplars)
+        assert any(len(e) > 20 for e in exemplars)
         _assert_fits(text, exemplars + [r.node for r in plan.rejections])
         assert "saved ms: " in text
 

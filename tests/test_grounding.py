@@ -234,7 +234,8 @@ def test_realize_drops_plan_exemplars_of_another_family(kb, meta, tmp_path) -> N
 
 
 def test_fact_linear_gelu_plan_is_grounded_exactly(kb, tmp_path) -> None:
-    mod, x = Act(1024, 4096, torch.nn.GELU(approximate="tanh")), [torch.empty(4096, 1024, dtype=torch.bfloat16)]
+    mod = Act(1024, 4096, torch.nn.GELU(approximate="tanh")).to(torch.bfloat16)
+    x = [torch.empty(4096, 1024, dtype=torch.bfloat16)]
     [m] = match_graph(capture(mod, x)).matches
     for arch, expected in (("sm90", "sm90_gemm_evt_bias_gelu_tanh"), ("sm80", "sm80_gemm_bias_gelu_tanh")):
         plan = discover(mod, x, arch=arch, kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
