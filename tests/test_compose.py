@@ -147,3 +147,22 @@ def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
     assert report.items[0].kernel.startswith("sm80_gemm_3xtf32")  # exact fp32 on sm90: the 3xTF32 family
     data = report.to_json()
     assert data["precision"] == "exact" and len(data["items"]) == 1 and data["end_to_end"] == {}
+
+
+def test_fact_is_a_torch_compile_backend_found_by_name_without_importing_it() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU()).eval()\n"
+        "x = torch.randn(32, 64)\n"
+        "assert 'fact' not in sys.modules\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(torch.compile(m, backend='fact')(x), m(x))\n"
+        "from fact.compose.backend import REPORTS\n"
+        "print(len(REPORTS), REPORTS[0].items[0].pattern)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "gemm_epilogue"]
