@@ -355,6 +355,21 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _module_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A command that loads FILE.py:Class with its example inputs (plan, synthesize)."""
+    p = sub.add_parser(name, help=help_text)
+    p.add_argument("target", help="FILE.py:ModuleName")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one per forward argument, e.g. 128,512,768:bfloat16 (the module takes that dtype)")
+    p.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs, "
+                                       "run on the meta device: only shapes and dtypes are read)")
+    p.add_argument("--init", help="JSON keyword arguments for the module's constructor")
+    p.add_argument("--arch", choices=["sm80", "sm90"], help="target architecture (default: this GPU's, else sm90)")
+    p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto",
+                   help="fp32 GEMMs: as PyTorch runs them (auto, the default), exact, or tf32")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `fact` argument parser; every option carries its help."""
     ap = argparse.ArgumentParser(prog="fact", description=__doc__,
@@ -402,15 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check nvcc, CUTLASS, torch, GPU, index and model; exit 1 if kernels "
                    "cannot be built and verified here").set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("plan", help="discover what fact would replace in a module")
-    p.add_argument("target", help="FILE.py:ModuleName")
-    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
-                   help="one per forward argument, e.g. 128,512,768:float32")
-    p.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs)")
-    p.add_argument("--init", help="JSON keyword arguments for the module's constructor")
-    p.add_argument("--arch", choices=["sm80", "sm90"], help="target architecture (default: this GPU's, else sm90)")
-    p.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto",
-                   help="fp32 GEMMs: as PyTorch runs them (auto, the default), exact, or tf32")
+    p = _module_parser(sub, "plan", "discover what fact would replace in a module")
     p.add_argument("--level", choices=["module", "aten"],
                    help="capture with torch.fx (module) or torch.export (aten); default: module, "
                         "falling back to aten when symbolic tracing fails")
@@ -421,15 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-replay", action="store_true", help="answer only from cached LLM responses")
     p.set_defaults(func=cmd_plan)
 
-    s = sub.add_parser("synthesize", help="compose verified CUTLASS kernels into a module, with a report")
-    s.add_argument("target", help="FILE.py:ModuleName")
-    s.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
-                   help="one per forward argument, e.g. 128,512,768:bfloat16 (the module takes that dtype)")
-    s.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs)")
-    s.add_argument("--init", help="JSON keyword arguments for the module's constructor")
-    s.add_argument("--arch", choices=["sm80", "sm90"], help="target architecture (default: this GPU's, else sm90)")
-    s.add_argument("--precision", choices=["auto", "exact", "tf32"], default="auto",
-                   help="fp32 GEMMs: as PyTorch runs them (auto, the default), exact, or tf32")
+    s = _module_parser(sub, "synthesize", "compose verified CUTLASS kernels into a module, with a report")
     s.add_argument("--compile-check", action=argparse.BooleanOptionalAction, default=True,
                    help="without a GPU, compile every kernel with nvcc to check it (default: yes)")
     s.add_argument("--no-benchmark", action="store_true", help="skip timing the kernels and the module")
