@@ -166,3 +166,26 @@ def test_fact_is_a_torch_compile_backend_found_by_name_without_importing_it() ->
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "gemm_epilogue"]
+
+
+def test_fact_synthesize_command_writes_its_report(tmp_path, capsys) -> None:
+    from pathlib import Path
+
+    from fact.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "mingpt_block.py"
+    rc = main(["synthesize", f"{example}:Block", "--input", "2,64,768:bfloat16", "--arch", "sm90",
+               "--no-compile-check", "--save", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "nothing verified or timed here" in out and "attention:softmax" in out
+    report = (tmp_path / "report.json").read_text()
+    assert '"verified": false' in report and "sm80_fmha_bf16" in report
+    assert "| gemm_epilogue:c_fc | planned |" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.nvcc
+def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:
+    module = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).to(BF16).eval()
+    report = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True).report
+    assert [(i.status, i.verification) for i in report.items] == [("planned", {"category": "compiles"})]

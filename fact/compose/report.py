@@ -83,18 +83,22 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def render(self) -> Any:
-        """A rich renderable: the items table with the end-to-end line as its caption."""
-        from rich.table import Table
+        """A rich renderable that fits the console: one row per item (ids never cut), then the
+        end-to-end line."""
+        from rich.console import Group
+        from rich.text import Text
 
+        from fact.display import Column, FitTable
+
+        columns = [Column("item", key=True), Column("status"), Column("kernel", key=True),
+                   Column("verified", wrap=True), Column("orig ms", justify="right"),
+                   Column("kernel ms", justify="right"), Column("x", justify="right"), Column("reason", wrap=True)]
+        rows = [(it.match_id, it.status, it.kernel or "-", _verification(it), _ms(it.original_ms), _ms(it.kernel_ms),
+                 _x(it.speedup), it.reason) for it in self.items]
         caption = ("nothing verified or timed here (no CUDA GPU): the module runs its original ops"
                    if not self.verified else _end_to_end_line(self.end_to_end))
-        table = Table(title=f"fact synthesis of {self.module} ({self.arch}, {self.precision})", caption=caption)
-        for col in ("item", "status", "kernel", "verified", "orig ms", "kernel ms", "x", "reason"):
-            table.add_column(col, overflow="fold")
-        for it in self.items:
-            table.add_row(it.match_id, it.status, it.kernel or "-", _verification(it), _ms(it.original_ms),
-                          _ms(it.kernel_ms), _x(it.speedup), it.reason)
-        return table
+        title = f"fact synthesis of {self.module} ({self.arch}, {self.precision} on both sides)"
+        return Group(FitTable(columns, rows, title=title), Text(caption))
 
 
 def _verification(it: ItemReport) -> str:
