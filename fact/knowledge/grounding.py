@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fact.core.enums import Arch, DType, MathPath, OpFamily, Precision
-from fact.knowledge.schema import ACTIVATIONS
 from fact.knowledge.store import matches
 
 TIERS: tuple[tuple[str, str], ...] = (
@@ -73,6 +72,8 @@ class Family:
 
     @property
     def activations(self) -> tuple[str, ...]:
+        from fact.knowledge.schema import ACTIVATIONS
+
         return tuple(e for e in self.epilogue or () if e in ACTIVATIONS)
 
     def __str__(self) -> str:
