@@ -189,3 +189,24 @@ def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:
     module = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).to(BF16).eval()
     report = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True).report
     assert [(i.status, i.verification) for i in report.items] == [("planned", {"category": "compiles"})]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:
+    from fact.build.cache import BuildCache
+
+    torch.manual_seed(0)
+    module = Mlp().to(BF16).cuda().eval()
+    x = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    synthesis = fact.synthesize(module, [x], cache=BuildCache(tmp_path), benchmark=False)
+    assert [i.status for i in synthesis.report.items] == ["composed", "composed"]
+    fresh = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    with torch.no_grad():
+        want = module.double()(fresh.double())
+        module.to(BF16)
+        got = synthesis.module(fresh)
+    assert float((got.double() - want).norm() / want.norm()) < 2e-2
+    assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
+    exported = torch.export.export(synthesis.module, (fresh,))
+    assert any("fact." in str(n.target) for n in exported.graph.nodes)
