@@ -110,7 +110,7 @@ def test_calls_the_kernel_was_not_verified_for_run_the_original_ops(mlp, variant
 
 
 def test_attention_composes_with_its_head_layout() -> None:
-    module = Attention()
+    module = Attention().eval()
     inputs = [torch.randn(2, 4, 128, 64) for _ in range(3)]
     gm, plan = composed(module, inputs)
     assert [i.match.pattern for i in plan.items] == ["attention"]
@@ -210,3 +210,34 @@ def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:
     assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
     exported = torch.export.export(synthesis.module, (fresh,))
     assert any("fact." in str(n.target) for n in exported.graph.nodes)
+
+
+def test_operands_that_would_reach_the_kernel_in_another_layout_are_not_composed() -> None:
+    class HeadScores(nn.Module):  # q @ k^T over heads, with a padding mask: a batched GEMM, not attention
+        def forward(self, q: torch.Tensor, k: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(q @ k.transpose(-2, -1) + pad, dim=-1)
+
+    x = [torch.randn(2, 4, 64, 64, dtype=BF16), torch.randn(2, 64, 4, 64, dtype=BF16).transpose(1, 2),
+         torch.zeros(2, 4, 64, 64, dtype=BF16)]
+    plan, captured = discover_captured(HeadScores(), x, arch="sm90")
+    [match] = [i.match for i in plan.items if i.match.pattern == "bmm"]
+    with pytest.raises(LookupError, match="not composed"):
+        install(captured.graph_module, match, spec_for(match, "sm90"), reference_kernel(match), "fact_0", device="cpu")
+
+
+@pytest.mark.parametrize("mode", ["train", "autocast"])
+def test_training_and_autocast_run_the_original_ops(mlp, mode) -> None:
+    gm = mlp[1]
+    x = torch.randn(32, 64, dtype=BF16)
+    calls = [d.kernel_calls for d in _dispatches(gm)]
+    with torch.no_grad():
+        if mode == "train":
+            gm.train()
+            try:
+                gm(x)
+            finally:
+                gm.eval()
+        else:
+            with torch.autocast("cpu", dtype=BF16):
+                gm(x)
+    assert [d.kernel_calls for d in _dispatches(gm)] == calls

@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 import fact
 from fact.capture import CaptureError, capture, inputs_from_factory
+from fact.core.enums import Layout
 from fact.patterns import match_graph
 from fact.verify import semantics
 from fact.verify.semantics import check_matches
@@ -216,3 +217,86 @@ def test_a_wrong_input_shape_says_which_node_and_why(capfd) -> None:
 def test_a_single_tensor_is_one_input_not_a_list_of_rows() -> None:
     plan = fact.discover(nn.Linear(256, 256), torch.empty(64, 256), arch="sm90")
     assert [i.match.problem.m for i in plan.items] == [64]
+
+
+# --- found by review: readings the kernels' contracts or the check could miss -----------------------
+
+def test_a_tied_transposed_weight_is_read_row_major() -> None:
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.Linear(256, 128)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.linear(torch.relu(self.enc(x)), self.enc.weight.t())
+
+    [_, decoder] = match_graph(capture(Tied(), X)).matches
+    assert decoder.layouts == (Layout.ROW, Layout.ROW)
+
+
+@pytest.mark.parametrize("fn", [lambda x, w: torch.matmul(x, other=w), lambda x, w: F.linear(x, weight=w.t())])
+def test_operands_passed_by_keyword_are_refused_not_misread(fn) -> None:
+    class Keyword(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(256, 256))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return fn(x, self.w)
+
+    plan = _plan(Keyword(), X)
+    assert plan.items == () and any("by keyword" in r.reason for r in plan.rejections)
+
+
+def test_clamp_as_a_method_is_read_with_its_bounds() -> None:
+    assert _matched(_plan(LinearThen(lambda y: y.clamp(0, 6)), X)) == [
+        ("gemm_epilogue", ("bias", "clamp"), ((None, None), (0.0, 6.0)))]
+
+
+def test_broadcast_keys_and_values_are_refused() -> None:
+    class MultiQuery(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return F.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
+
+    kv = torch.empty(2, 1, 128, 64)
+    plan = _plan(MultiQuery(), [torch.empty(2, 4, 128, 64), kv, kv])
+    assert not any(i.match.attention for i in plan.items)
+    assert any("multi-query" in r.reason for r in plan.rejections)
+
+
+def test_a_dropped_bias_is_refused_even_when_the_bias_is_zero() -> None:
+    module = LinearThen(torch.relu)
+    nn.init.zeros_(module.lin.bias)
+    captured = capture(module, X)
+    [match] = match_graph(captured).matches
+    dropped = dataclasses.replace(match, epilogue=("relu",), epilogue_args=((None, None),),
+                                  operands=tuple(o for o in match.operands if o[0] != "bias"))
+    assert [v.agrees for v in check_matches(captured, [match, dropped], X)] == [True, False]
+
+
+def test_an_activation_that_parts_ways_in_the_tails_is_not_read_as_a_known_one() -> None:
+    module = LinearThen(lambda y: y * torch.sigmoid(y) + torch.relu(y - 5))
+    assert _matched(_plan(module, X)) == [("gemm_epilogue", ("bias",), ((None, None),))]
+
+
+def test_a_node_one_match_owns_ends_another_matchs_epilogue() -> None:
+    class Overlap(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w, self.v = nn.Parameter(torch.randn(256, 256)), nn.Parameter(torch.randn(256, 256))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x @ self.w) + x @ self.v
+
+    matches = match_graph(capture(Overlap(), X)).matches
+    owned = [n for m in matches for n in m.nodes]
+    assert len(owned) == len(set(owned))
+
+
+def test_a_graph_module_passed_in_is_not_changed_by_capture() -> None:
+    gm = torch.fx.symbolic_trace(LinearThen(torch.relu))
+    before = [n.format_node() for n in gm.graph.nodes]
+    captured = capture(gm, X)
+    assert captured.graph_module is not gm
+    captured.graph_module.graph.erase_node(next(n for n in captured.graph_module.graph.nodes if n.op == "output"))
+    assert [n.format_node() for n in gm.graph.nodes] == before

@@ -3,6 +3,7 @@ on fake tensors, so capturing a large model allocates no activations."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -205,6 +206,8 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     finally:
         if was_training:
             module_or_graph.train()
+    if isinstance(module_or_graph, torch.nn.Module):
+        gm.train(was_training)  # a new GraphModule starts in training mode: take the module's
     specs = tuple(s for s in (_spec_of(x) for x in inputs) if s is not None)
     return CapturedGraph(graph_module=gm, level=lvl, inputs=specs, trace_notes=tuple(notes))
 
@@ -213,7 +216,9 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
     import torch
 
     if isinstance(module, torch.fx.GraphModule) and level != "aten":
-        return module, "module"
+        # a graph of its own (sharing the caller's parameters): composition rewrites it, and the
+        # caller's GraphModule stays what it was, the reference the composed one is checked against
+        return torch.fx.GraphModule(module, copy.deepcopy(module.graph), type(module).__name__), "module"
     if level in (None, "module"):
         try:
             return _symbolic_trace(module), "module"

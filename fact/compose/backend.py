@@ -33,5 +33,8 @@ def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
     except FactError as exc:  # a graph fact cannot read runs as Dynamo captured it
         log.warning("fact backend: %s; the graph runs its original ops", exc)
         return gm.forward
+    except Exception as exc:  # never fail the user's compile: the original ops are always right
+        log.warning("fact backend: unexpected %s: %s; the graph runs its original ops", type(exc).__name__, exc)
+        return gm.forward
     REPORTS.append(synthesis.report)
     return synthesis.module.forward

@@ -59,7 +59,10 @@ class Dispatch(nn.Module):
         self.fallbacks = 0
 
     def forward(self, *inputs: Any) -> Any:
-        if self.call is not None and _fits(self.call, inputs, self.original):
+        # training (dropout inside a match was read as identity) and autocast (the original would
+        # run in another dtype) keep the original ops
+        if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
+                and _fits(self.call, inputs, self.original)):
             self.kernel_calls += 1
             return _run(self.call, inputs, self.original)
         self.fallbacks += 1
@@ -88,19 +91,18 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
             return False
         if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride:
             return False
-        if not torch.compiler.is_compiling() and t.data_ptr() % 16:  # compiled: the op realigns (ops.py)
-            return False
+        if not torch.compiler.is_compiling():
+            if t.data_ptr() % 16:  # compiled graphs cannot guard on pointers: the op realigns (ops.py)
+                return False
+            if t.is_cuda and t.device.index != torch.cuda.current_device():  # kernels launch on the current one
+                return False
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
             return False
     return True
 
 
-def _run(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
-    fn = getattr(torch.ops.fact, call.op)
-    get = {op.role: _tensor(op, inputs, original) for op in call.operands}
-    if call.kind == "attention":
-        out = fn(get["q"], get["k"], get["v"], call.scale)
-        return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
+def _gemm_operands(get: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """The (a, b, bias, residual) the GEMM op takes, from the operands by role: 2-D or 3-D views."""
     a = get["a"]
     b = get["b"] if "b" in get else get["w"].t()
     n = b.shape[-1]
@@ -112,7 +114,57 @@ def _run(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
     residual = get.get("residual")
     if residual is not None:
         residual = residual.reshape(*a.shape[:-1], n)
-    return fn(a, b, get.get("bias"), residual).reshape(call.out_shape)
+    return a, b, get.get("bias"), residual
+
+
+def _run(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
+    fn = getattr(torch.ops.fact, call.op)
+    get = {op.role: _tensor(op, inputs, original) for op in call.operands}
+    if call.kind == "attention":
+        out = fn(get["q"], get["k"], get["v"], call.scale)
+        return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
+    return fn(*_gemm_operands(get)).reshape(call.out_shape)
+
+
+def breach(call: KernelCall, spec: Any) -> str | None:
+    """Why the operands, as the op would receive them, break the built kernel's contract: its
+    dtype, operand layouts and alignment, a contiguous [N] bias, a row-major residual shaped like
+    the output, [B, H, S, D] attention tensors with unit stride in D. None when they keep it.
+
+    The check runs `_run`'s own reshapes on meta tensors of the verified geometry, so a reshape
+    that would copy into another layout is seen here, before anything is composed."""
+    from fact.core.enums import Layout
+
+    get = {op.role: torch.empty_strided(op.shape, op.stride, dtype=getattr(torch, op.dtype), device="meta")
+           for op in call.operands}
+    want = spec.dtype.torch
+    if any(t.dtype != want for t in get.values()):
+        return f"an operand's dtype is not the kernel's {spec.dtype.torch_name}"
+    if call.kind == "attention":
+        for role in ("q", "k", "v"):
+            t = get[role]
+            if t.dim() != 4 or t.stride(-1) != 1:
+                return f"{role} is not a [B, H, S, D] tensor with unit stride in D"
+        return None
+    try:
+        a, b, bias, residual = _gemm_operands(get)
+    except RuntimeError as exc:  # e.g. an addend that is not shaped like the output
+        return f"the operands cannot be passed as the kernel takes them ({str(exc).splitlines()[0]})"
+    align = 16 // (4 if spec.math in ("tf32", "3xtf32") else spec.dtype.bits // 8) if spec.math != "simt" else 1
+    for name, t, layout in (("A", a, spec.layout_a), ("B", b, spec.layout_b)):
+        if t.dim() not in (2, 3):
+            return f"{name} has rank {t.dim()} after flattening"
+        unit, lead = (-1, -2) if layout is Layout.ROW else (-2, -1)
+        if t.stride(unit) != 1 and t.shape[unit] != 1:
+            return f"{name} reaches the kernel {'column' if layout is Layout.ROW else 'row'}-major; it was built {layout.value}-major"
+        if t.stride(lead) % align:
+            return f"{name}'s leading dimension {t.stride(lead)} is not a multiple of {align} elements"
+    n = b.shape[-1]
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != n or bias.stride(0) != 1):
+        return f"the bias is {tuple(bias.shape)}, not a contiguous [{n}] vector"
+    if residual is not None and (residual.stride(-1) != 1 or residual.stride(-2) % align):
+        return "the residual is not row-major with an aligned leading dimension"
+    return None
 
 
 def subgraph(gm: torch.fx.GraphModule, match: Match) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
@@ -218,7 +270,6 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
     reason = escapes(gm, match)
     if reason is not None:
         raise LookupError(reason)
-    ops.register(spec, kernel, device_types=device)
     original, inputs = subgraph(gm, match)
     out_spec = next(n for n in gm.graph.nodes if n.name == match.output).meta["fact_spec"]
     scale = 0.0
@@ -227,5 +278,11 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device)
-    replace(gm, match, Dispatch(original, call, match.id), inputs, name)
+    broken = breach(call, spec)
+    if broken is not None:
+        raise LookupError(f"not composed: {broken}")
+    ops.register(spec, kernel, device_types=device)
+    dispatch = Dispatch(original, call, match.id)
+    dispatch.train(gm.training)
+    replace(gm, match, dispatch, inputs, name)
     return call

@@ -163,8 +163,24 @@ def _shape_of(q: Any, k: Any, mask: str, scale: float | None) -> AttentionShape 
     return AttentionShape(batch=batch, heads=heads, seq_q=sq, seq_k=sk, head_dim=d, mask=mask, scale=scale)
 
 
+def layout_refusal(q: Any, k: Any, v: Any) -> str | None:
+    """Why q, k, v are not the [B, H, S, D] tensors of one batch and head count the kernels read."""
+    specs = [_spec(t) for t in (q, k, v)]
+    if any(s is None for s in specs):
+        return None  # reported as missing shape information
+    if any(len(s.shape) != 4 for s in specs):
+        return "attention on tensors of rank other than 4 ([B, H, S, D]) is not served"
+    qs, ks, vs = specs
+    if ks.shape[:2] != qs.shape[:2] or vs.shape[:2] != qs.shape[:2] or ks.shape != vs.shape:
+        return (f"k {ks.shape} and v {vs.shape} do not share q's batch and heads {qs.shape[:2]} "
+                "(broadcast, multi-query or grouped attention is not served)")
+    return None
+
+
 def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
     node = op.node
+    if any(name in node.kwargs for name in ("query", "key", "value")) or len(op.tensors) < 3:
+        return "q, k or v passed by keyword: fact reads them by position only"
     dropout = node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0)
     if not isinstance(dropout, (int, float)) or dropout != 0:
         return f"scaled_dot_product_attention with dropout_p={dropout}: the fused kernels have no dropout"
@@ -181,7 +197,9 @@ def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
     return None
 
 
-def match_sdpa(op: Op, root: Any) -> AttentionFound:
+def match_sdpa(op: Op, root: Any) -> AttentionFound | None:
+    if len(op.tensors) < 3:
+        return None
     q, k, v = op.tensors[0], op.tensors[1], op.tensors[2]
     mask = "causal" if op.attrs.get("is_causal") else ("additive" if op.attrs.get("has_mask") else "none")
     nodes = [op.node]
@@ -193,7 +211,7 @@ def match_sdpa(op: Op, root: Any) -> AttentionFound:
     if hasattr(attn_mask, "name"):
         operands.append(("mask", attn_mask.name))
     return AttentionFound(op.node, output, nodes, shape, q, ["scaled_dot_product_attention"], tuple(operands),
-                          _sdpa_refusal(op, shape))
+                          _sdpa_refusal(op, shape) or layout_refusal(q, k, v))
 
 
 def _reaches_matmul(n: Any, root: Any) -> bool:
@@ -283,9 +301,11 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
             continue
         return None
     nodes.append(pv)
-    operands.insert(2, ("v", op_of(pv, root).tensors[1].name))  # type: ignore[union-attr]
+    v = op_of(pv, root).tensors[1]  # type: ignore[union-attr]
+    operands.insert(2, ("v", v.name))
     output = _head_merge(pv, root, nodes)
-    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes, tuple(operands))
+    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes, tuple(operands),
+                          layout_refusal(q, k, v))
 
 
 def _scale_factor(n: Any, op: Op, root: Any) -> float | None:

@@ -100,10 +100,13 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
         return (f"operands of different dtypes ({', '.join(sorted(dtypes))}): PyTorch itself rejects this "
                 "GEMM; give inputs of the module's dtype")
     kind = op.kind
+    if any(hasattr(v, "op") for v in op.node.kwargs.values()):
+        return "an operand passed by keyword: fact reads GEMM operands by position only"
     refs = [t.name for t in op.tensors]
     if kind == "linear":
         x = specs[0]
         assert x is not None
+        layout_b = Layout.COL  # an nn.Linear's own weight: [N, K] row-major is B = W^T column-major
         if "weight_shape" in op.attrs:
             n, k = op.attrs["weight_shape"]
             target = op.node.target
@@ -111,15 +114,22 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             if op.attrs["has_bias"]:
                 operands.append(("bias", f"param:{target}.bias"))
         else:
-            w = specs[1]
-            assert w is not None
+            w = specs[1] if len(specs) > 1 else None
+            if w is None or len(w.shape) != 2:
+                return "linear without a 2-D weight operand"
             n, k = w.shape
+            stored = w.matrix_layout()  # a transposed view (tied weights) makes B row-major
+            if stored is None:
+                return "the weight is neither row- nor column-major"
+            layout_b = Layout.COL if stored is Layout.ROW else Layout.ROW
             operands = list(zip(("a", "w", "bias"), refs, strict=False))
         m = x.numel // max(k, 1)
         a = _layout_2d(x, flatten=True)
         if a is None:
             return "activation operand is not contiguous over its leading dimensions"
-        return GemmReading(ProblemShape(m, n, k), (a, Layout.COL), x.dtype, tuple(operands))
+        return GemmReading(ProblemShape(m, n, k), (a, layout_b), x.dtype, tuple(operands))
+    if len(specs) < 2:
+        return f"{kind} with fewer than two tensor operands"
     if kind in ("mm", "addmm"):
         a_spec, b_spec = specs[-2], specs[-1]
         assert a_spec is not None and b_spec is not None
@@ -192,7 +202,7 @@ def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
     if op.kind != "add" or len(others) != 1 or op.attrs.get("alpha", 1) != 1:  # torch.add(x, y, alpha=2)
         return None
     other = _spec(others[0])
-    if other is None:
+    if other is None or other.dtype != out.dtype:  # another dtype promotes the result: not an epilogue
         return None
     if other.shape == out.shape:
         return "residual"
@@ -242,9 +252,10 @@ def _numeric_bounds(op: Op) -> bool:
 
 
 def _epilogue(anchor: Any, root: Any, steps: list[str], args: list[tuple[float | None, float | None]],
-              operands: list[tuple[str, str]]) -> tuple[list[str], list[Any], Any]:
+              operands: list[tuple[str, str]], covered: set[Any]) -> tuple[list[str], list[Any], Any]:
     """Absorb the elementwise chain after a GEMM; returns (steps, nodes, last node), fills `args`
-    with each step's constants and `operands` with the tensors bias and residual steps read."""
+    with each step's constants and `operands` with the tensors bias and residual steps read. A node
+    another match already owns ends the chain."""
     out = _spec(anchor)
     nodes: list[Any] = []
     current = anchor
@@ -259,9 +270,11 @@ def _epilogue(anchor: Any, root: Any, steps: list[str], args: list[tuple[float |
         if not users:
             break
         user = users[0]
+        if user in covered:
+            break
         op = op_of(user, root)
         user_spec = _spec(user)
-        if op is None or user_spec is None or user_spec.shape != out.shape:
+        if op is None or user_spec is None or user_spec.shape != out.shape or user_spec.dtype != out.dtype:
             break
         if op.kind in _PASS_THROUGH:
             nodes.append(user)
@@ -337,7 +350,7 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
         initial = (["bias"] if gemm.bias else []) + (["residual"] if gemm.residual else [])
         step_args: list[tuple[float | None, float | None]] = [(None, None)] * len(initial)
         operands = list(gemm.operands)
-        steps, ep_nodes, last = _epilogue(n, root, initial, step_args, operands)
+        steps, ep_nodes, last = _epilogue(n, root, initial, step_args, operands, covered)
         rule = next(r for r in table.GEMM_RULES if op.kind in r.anchors and r.when(gemm.problem, tuple(steps), arch))
         nodes = sorted([n, *ep_nodes], key=order.__getitem__)
         covered.update(nodes)

@@ -152,6 +152,9 @@ def op_of(node: Any, root: Any) -> Op | None:
     if node.op == "call_method":
         tensors, scalars = _split_args(node.args)
         attrs = dict(node.kwargs)
+        if node.target in ("clamp", "clamp_min", "clamp_max", "clip"):
+            attrs.update(_bounds(node, "clamp"))
+            return Op("clamp", node, tensors, scalars, attrs)
         if node.target == "softmax" and len(node.args) > 1:
             attrs["dim"] = node.args[1]
         return Op(str(node.target), node, tensors, scalars, attrs)

@@ -72,7 +72,8 @@ def spelled_activation(x: Any, root: Any) -> tuple[str, list[Any]] | None:
     if len(region) < 2:
         return None
     region.sort(key=order.__getitem__)
-    sample = torch.linspace(-4.0, 4.0, 81, dtype=torch.float64)
+    # wide: two functions that agree near zero (silu and silu + relu(y - 5)) part ways in the tails
+    sample = torch.linspace(-12.0, 12.0, 241, dtype=torch.float64)
     refs = _references()
     for sink in reversed(region):
         closure = _closure(sink, x, set(region))
