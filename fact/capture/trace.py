@@ -206,8 +206,10 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     finally:
         if was_training:
             module_or_graph.train()
-    if isinstance(module_or_graph, torch.nn.Module):
+    if lvl == "module" and isinstance(module_or_graph, torch.nn.Module):
         gm.train(was_training)  # a new GraphModule starts in training mode: take the module's
+    elif lvl == "aten":
+        gm.training = False  # exported in eval mode (dropout gone); such a module has no train()
     specs = tuple(s for s in (_spec_of(x) for x in inputs) if s is not None)
     return CapturedGraph(graph_module=gm, level=lvl, inputs=specs, trace_notes=tuple(notes))
 
