@@ -129,7 +129,12 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "an operand is neither row- nor column-major"
         if kind == "addmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
             return "addmm with alpha or beta other than 1: no pattern reads scaled addmm"
-        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("bias", refs[0])] if kind == "addmm" else [])
+        operands = [("a", refs[-2]), ("b", refs[-1])]
+        if kind == "addmm":
+            added = _added_role(specs[0], (m, n), kind)
+            if added.startswith("addmm"):
+                return added
+            operands.append((added, refs[0]))
         return GemmReading(ProblemShape(m, n, k), (la, lb), a_spec.dtype, tuple(operands))
     if kind in ("bmm", "baddbmm", "matmul"):
         a_spec, b_spec = specs[-2], specs[-1]
@@ -156,9 +161,26 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "an operand is neither row- nor column-major"
         if kind == "baddbmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
             return "baddbmm with alpha or beta other than 1: no pattern reads scaled baddbmm"
-        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("residual", refs[0])] if kind == "baddbmm" else [])
+        operands = [("a", refs[-2]), ("b", refs[-1])]
+        if kind == "baddbmm":
+            added = _added_role(specs[0], (*lead, m, n), kind)
+            if added.startswith("baddbmm"):
+                return added
+            operands.append((added, refs[0]))
         return GemmReading(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, tuple(operands))
     return f"no GEMM reading for {kind}"
+
+
+def _added_role(spec: TensorSpec | None, out: tuple[int, ...], kind: str) -> str:
+    """What the tensor addmm/baddbmm adds to the product is to a kernel: a bias (one row of N, broadcast
+    over the rows) or a residual (the output's own shape); else why no epilogue reads it."""
+    assert spec is not None
+    if tuple(spec.shape) == out:
+        return "residual"
+    if spec.shape[-1:] == out[-1:] and spec.numel == out[-1]:
+        return "bias"
+    return (f"{kind} adding a {list(spec.shape)} tensor to a {list(out)} product: an epilogue reads a bias "
+            f"of [{out[-1]}] or a residual of the output's shape, not this broadcast")
 
 
 def contiguous_extents(g: GemmReading) -> tuple[tuple[str, int], ...]:
@@ -261,7 +283,9 @@ def _epilogue(anchor: Any, root: Any, steps: list[str], args: list[tuple[float |
         user = users[0]
         op = op_of(user, root)
         user_spec = _spec(user)
-        if op is None or user_spec is None or user_spec.shape != out.shape:
+        # a step that changes the dtype (a bf16 GEMM plus an fp32 residual is fp32) is not the kernel's:
+        # its output has the GEMM's dtype
+        if op is None or user_spec is None or user_spec.shape != out.shape or user_spec.dtype != out.dtype:
             break
         if op.kind in _PASS_THROUGH:
             nodes.append(user)

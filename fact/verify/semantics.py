@@ -89,10 +89,15 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
     out = []
     for m in matches:
         try:
+            _same_dtype(captured, m)
             with torch.no_grad():
                 err = max(_disagreement(gm, m, recorded, seed) for seed in seeds)
         except _Unreadable as exc:
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
+            continue
+        except Exception as exc:  # a reading that cannot even be computed is no reading to build from
+            reason = f"the reading could not be evaluated ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}): refused"
+            out.append(Agreement(m.id, False, math.inf, reason, shape_text))
             continue
         if err <= TOLERANCE:
             out.append(Agreement(m.id, True, err, None, shape_text))
@@ -193,7 +198,14 @@ def spec_output(gm: Any, match: Match, value: Any) -> Any:
     product = torch.matmul(a, b)
     bias = value(roles["bias"]) if "bias" in roles else None
     residual = value(roles["residual"]) if "residual" in roles else None
-    return apply_steps(product, steps_of(match), bias, residual)
+    # the kernel reads a bias as one row of N and a residual as a tensor of the output's shape: a
+    # broadcast that PyTorch's add would accept is not what it computes
+    n = product.shape[-1]
+    if bias is not None and (bias.numel() != n or bias.shape[-1:] != (n,)):
+        raise _Unreadable(f"a bias of shape {tuple(bias.shape)} is not one row of N={n}")
+    if residual is not None and residual.shape != product.shape:
+        raise _Unreadable(f"a residual of shape {tuple(residual.shape)} is not the output's {tuple(product.shape)}")
+    return apply_steps(product, steps_of(match), None if bias is None else bias.reshape(n), residual)
 
 
 def _attention_output(match: Match, value: Any) -> Any:
@@ -216,6 +228,15 @@ def _attention_output(match: Match, value: Any) -> Any:
             raise _Unreadable("an additive mask whose tensor the match does not name")
         scores = scores + value(roles["mask"])
     return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _same_dtype(captured: Any, match: Match) -> None:
+    """The kernel writes its output in the match's dtype: a float64 re-run cannot see a step that
+    promotes it (bf16 + an fp32 residual), the captured dtypes can."""
+    spec = captured.spec(_node(captured.graph_module, match.output))
+    if spec is not None and spec.dtype is not match.dtype:
+        raise _Unreadable(f"the module's output {match.output} is {spec.dtype.value}, the kernel would write "
+                          f"{match.dtype.value}: refused")
 
 
 def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) -> float:
@@ -283,11 +304,32 @@ def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
 
 
 def _float64_copy(gm: Any) -> Any:
+    """The graph in float64, its casts to narrower floating types included: a cast is a rounding, not
+    part of what the module means, and kept it would meet float64 operands (x.float() @ w)."""
     import torch
 
     copied = copy.deepcopy(gm)
     copied.to(torch.float64)
     copied.eval()
+    narrow = {torch.float32, torch.float16, torch.bfloat16}
+
+    def widen(a: Any) -> Any:
+        if isinstance(a, torch.dtype):
+            return torch.float64 if a in narrow else a
+        if isinstance(a, (list, tuple)):
+            return type(a)(widen(x) for x in a)
+        if isinstance(a, dict):
+            return {k: widen(v) for k, v in a.items()}
+        return a
+
+    for n in list(copied.graph.nodes):
+        if "_assert_tensor_metadata" in str(n.target) and not n.users:
+            copied.graph.erase_node(n)  # torch.export pins the dtypes this copy changes
+            continue
+        if n.op == "call_method" and n.target in ("float", "half", "bfloat16"):
+            n.target = "double"
+        n.args, n.kwargs = widen(n.args), widen(n.kwargs)
+    copied.recompile()
     return copied
 
 
