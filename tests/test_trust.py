@@ -388,3 +388,32 @@ def test_a_failed_fallback_to_torch_export_says_it_in_a_line(caplog) -> None:
     with pytest.raises(CaptureError):
         capture(Mixed(), [torch.empty(2, 64, 64, dtype=torch.bfloat16), torch.empty(2, 64, 64, dtype=torch.float16)])
     assert not [r for r in caplog.records if r.name.startswith("torch._subclasses")]
+
+
+def test_an_aten_level_sdpa_with_its_head_merge_is_checked_in_its_own_layout() -> None:
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(256, 768)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = (t.view(2, 64, 4, 64).transpose(1, 2) for t in self.qkv(x).split(256, dim=2))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return y.transpose(1, 2).contiguous().view(2, 64, 256)  # export drops the contiguous()
+
+    plan = fact.discover(Heads(), [torch.empty(2, 64, 256)], arch="sm90", level="aten")
+    assert sorted(i.match.pattern for i in plan.items) == ["attention", "gemm_epilogue"], plan.rejections
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_k_and_v_shared_by_every_head_are_refused(sdpa) -> None:
+    class Shared(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            if sdpa:
+                return F.scaled_dot_product_attention(q, k, v)
+            return F.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
+
+    inputs = [torch.empty(2, 4, 128, 64), torch.empty(2, 1, 128, 64), torch.empty(2, 1, 128, 64)]
+    plan = _plan(Shared(), inputs)
+    assert all(i.match.attention is None for i in plan.items)
+    assert any("broadcast over q" in r.reason for r in plan.rejections)

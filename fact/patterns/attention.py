@@ -163,6 +163,18 @@ def _shape_of(q: Any, k: Any, mask: str, scale: float | None) -> AttentionShape 
     return AttentionShape(batch=batch, heads=heads, seq_q=sq, seq_k=sk, head_dim=d, mask=mask, scale=scale)
 
 
+def _broadcast_refusal(q: Any, k: Any, v: Any) -> str | None:
+    """Why k and v that PyTorch broadcasts over q's batch or heads (one k and v shared by every head)
+    cannot be served: the fused kernels read one k and v per head."""
+    qs, ks, vs = _spec(q), _spec(k), _spec(v)
+    if qs is None or ks is None or vs is None:
+        return None
+    if not qs.shape[:-2] == ks.shape[:-2] == vs.shape[:-2]:
+        return (f"k {list(ks.shape)} and v {list(vs.shape)} broadcast over q {list(qs.shape)}: "
+                "the fused kernels read one k and v per head")
+    return None
+
+
 def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
     node = op.node
     dropout = node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0)
@@ -195,7 +207,7 @@ def match_sdpa(op: Op, root: Any) -> AttentionFound:
     if hasattr(attn_mask, "name"):
         operands.append(("mask", attn_mask.name))
     return AttentionFound(op.node, output, nodes, shape, q, ["scaled_dot_product_attention"], tuple(operands),
-                          _sdpa_refusal(op, shape))
+                          _sdpa_refusal(op, shape) or _broadcast_refusal(q, k, v))
 
 
 def _reaches_matmul(n: Any, root: Any) -> bool:
@@ -293,7 +305,9 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
     nodes.append(pv)
     operands.insert(2, ("v", op_of(pv, root).tensors[1].name))  # type: ignore[union-attr]
     output = _head_merge(pv, root, nodes)
-    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes, tuple(operands))
+    v = op_of(pv, root).tensors[1]  # type: ignore[union-attr]
+    return AttentionFound(op.node, output, nodes, _shape_of(q, k, mask, scale), q, notes, tuple(operands),
+                          _broadcast_refusal(q, k, v))
 
 
 def _scale_factor(n: Any, op: Op, root: Any) -> float | None:

@@ -217,6 +217,8 @@ def _attention_output(match: Match, value: Any) -> Any:
     if not {"q", "k", "v"} <= set(roles):
         raise _Unreadable("the match does not say where q, k and v come from")
     q, k, v = (value(roles[r]) for r in ("q", "k", "v"))
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:  # what PyTorch broadcasts, a fused kernel does not
+        raise _Unreadable(f"k {tuple(k.shape)} and v {tuple(v.shape)} broadcast over q {tuple(q.shape)}")
     scale = shape.scale if shape.scale is not None else q.shape[-1] ** -0.5
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     if shape.mask == "causal":
@@ -284,7 +286,10 @@ def _fresh(recorded: Any, node: Any, gen: Any) -> Any:
     if node.op == "get_attr" or not isinstance(recorded, torch.Tensor) or not recorded.is_floating_point():
         return recorded
     # wide enough to reach clamp bounds and the curved part of every activation
-    return torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 6.0 - 3.0
+    values = torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 6.0 - 3.0
+    # in the layout of the value replaced: an op's output layout can follow its input's (SDPA on the CPU),
+    # and a later view of it (the head merge) holds only in that layout
+    return torch.empty_like(recorded, dtype=torch.float64).copy_(values)
 
 
 def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:

@@ -54,6 +54,9 @@ class Case:
         module.eval()
         return module.to(self.dtype)
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis shows a failing case
+        printer.text(repr(self))
+
     def __repr__(self) -> str:
         shapes = ", ".join(f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')}" for x in self.inputs)
         level = f"; captured at {self.level} level" if self.level else ""
@@ -385,7 +388,7 @@ def _scale(b: _Builder, d: int) -> str | None:
     c = b.choose([round(d ** -0.5, 6), b.constant(0.01, 2.0), b.constant(-1.0, -0.01)])
     return b.choose([None, f"att = att * {c}", f"att = {c} * att", f"att = att / {round(1 / c, 6)}",
                      "att = att * (1.0 / math.sqrt(k.size(-1)))", "att = att * k.size(-1) ** -0.5",
-                     "att = att / math.sqrt(q.size(-1))", f"att = torch.mul(att, {c})", f"att = att.div({c})",
+                     "att = att / math.sqrt(q.size(-1))", f"att = torch.mul(att, {c})", f"att = att.div({round(1 / c, 6)})",
                      f"att = torch.div(att, {c}, rounding_mode='floor')", f"att = {c} / att"])
 
 
@@ -409,14 +412,19 @@ def attention_cases(draw: Any) -> Case:
         x = b.input((batch, heads, s, d))
         sk = s
         b.line(f"q, k, v = {x}, {x}, {x}")
+    elif b.chance(0.1):  # [batch, seq, dim]: no heads dimension
+        heads = 0
+        q, k, v = b.input((batch, s, d)), b.input((batch, sk, d)), b.input((batch, sk, d))
+        b.line(f"q, k, v = {q}, {k}, {v}")
     else:
-        q, k, v = b.input((batch, heads, s, d)), b.input((batch, heads, sk, d)), b.input((batch, heads, sk, d))
+        shared = 1 if b.chance(0.1) else heads  # k and v shared by every head of q: a broadcast
+        q, k, v = b.input((batch, heads, s, d)), b.input((batch, shared, sk, d)), b.input((batch, shared, sk, d))
         b.line(f"q, k, v = {q}, {k}, {v}")
     if b.chance(0.35):
         _sdpa(b, s, sk, d)
     else:
         _explicit(b, s, sk, d, batch, heads)
-    if b.chance(0.4):
+    if heads and b.chance(0.4):
         b.line(b.choose([f"y = y.transpose(1, 2).contiguous().view({batch}, {s}, {heads * d})",
                          f"y = y.transpose(1, 2).reshape({batch}, {s}, -1)",
                          f"y = y.permute(0, 2, 1, 3).contiguous().view({batch}, {s}, {heads * d})"]))
@@ -442,10 +450,17 @@ def _sdpa(b: _Builder, s: int, sk: int, d: int) -> None:
 
 
 def _explicit(b: _Builder, s: int, sk: int, d: int, batch: int, heads: int) -> None:
-    b.line(b.choose(["att = q @ k.transpose(-2, -1)", "att = torch.matmul(q, k.transpose(-2, -1))",
-                     "att = q @ k.mT", "att = torch.matmul(q, k.transpose(2, 3))", "att = q @ k.permute(0, 1, 3, 2)",
-                     "att = torch.matmul(q, k.transpose(3, 2))", "att = q @ k.transpose(-2, -1).contiguous()",
-                     "att = q @ k.transpose(1, 2)" if d == sk else "att = q @ k.transpose(-1, -2)"]))
+    """heads: 0 for [batch, seq, dim] operands."""
+    if heads:
+        b.line(b.choose(["att = q @ k.transpose(-2, -1)", "att = torch.matmul(q, k.transpose(-2, -1))",
+                         "att = q @ k.mT", "att = torch.matmul(q, k.transpose(2, 3))",
+                         "att = q @ k.permute(0, 1, 3, 2)", "att = torch.matmul(q, k.transpose(3, 2))",
+                         "att = q @ k.transpose(-2, -1).contiguous()",
+                         "att = q @ k.transpose(1, 2)" if d == sk else "att = q @ k.transpose(-1, -2)"]))
+    else:
+        b.line(b.choose(["att = q @ k.transpose(-2, -1)", "att = torch.bmm(q, k.transpose(1, 2))",
+                         "att = q @ k.mT", "att = torch.matmul(q, k.permute(0, 2, 1))"]))
+    heads = max(heads, 1)
     scale = _scale(b, d)
     after = b.chance(0.3)
     if scale is not None and not after:
