@@ -131,10 +131,10 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "addmm with alpha or beta other than 1: no pattern reads scaled addmm"
         operands = [("a", refs[-2]), ("b", refs[-1])]
         if kind == "addmm":
-            added = _added_role(specs[0], (m, n), kind)
-            if added.startswith("addmm"):
-                return added
-            operands.append((added, refs[0]))
+            role = _added_role(specs[0], (m, n))
+            if role is None:
+                return _unread_add(kind, specs[0], (m, n))
+            operands.append((role, refs[0]))
         return GemmReading(ProblemShape(m, n, k), (la, lb), a_spec.dtype, tuple(operands))
     if kind in ("bmm", "baddbmm", "matmul"):
         a_spec, b_spec = specs[-2], specs[-1]
@@ -163,22 +163,27 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "baddbmm with alpha or beta other than 1: no pattern reads scaled baddbmm"
         operands = [("a", refs[-2]), ("b", refs[-1])]
         if kind == "baddbmm":
-            added = _added_role(specs[0], (*lead, m, n), kind)
-            if added.startswith("baddbmm"):
-                return added
-            operands.append((added, refs[0]))
+            role = _added_role(specs[0], (*lead, m, n))
+            if role is None:
+                return _unread_add(kind, specs[0], (*lead, m, n))
+            operands.append((role, refs[0]))
         return GemmReading(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, tuple(operands))
     return f"no GEMM reading for {kind}"
 
 
-def _added_role(spec: TensorSpec | None, out: tuple[int, ...], kind: str) -> str:
+def _added_role(spec: TensorSpec | None, out: tuple[int, ...]) -> str | None:
     """What the tensor addmm/baddbmm adds to the product is to a kernel: a bias (one row of N, broadcast
-    over the rows) or a residual (the output's own shape); else why no epilogue reads it."""
+    over the rows) or a residual (the output's own shape); None for any other broadcast."""
     assert spec is not None
     if tuple(spec.shape) == out:
         return "residual"
     if spec.shape[-1:] == out[-1:] and spec.numel == out[-1]:
         return "bias"
+    return None
+
+
+def _unread_add(kind: str, spec: TensorSpec | None, out: tuple[int, ...]) -> str:
+    assert spec is not None
     return (f"{kind} adding a {list(spec.shape)} tensor to a {list(out)} product: an epilogue reads a bias "
             f"of [{out[-1]}] or a residual of the output's shape, not this broadcast")
 

@@ -96,8 +96,9 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
             continue
         except Exception as exc:  # a reading that cannot even be computed is no reading to build from
-            reason = f"the reading could not be evaluated ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}): refused"
-            out.append(Agreement(m.id, False, math.inf, reason, shape_text))
+            cause = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            out.append(Agreement(m.id, False, math.inf, f"the reading could not be evaluated ({cause}): refused",
+                                 shape_text))
             continue
         if err <= TOLERANCE:
             out.append(Agreement(m.id, True, err, None, shape_text))
