@@ -300,3 +300,204 @@ def test_a_graph_module_passed_in_is_not_changed_by_capture() -> None:
     assert captured.graph_module is not gm
     captured.graph_module.graph.erase_node(next(n for n in captured.graph_module.graph.nodes if n.op == "output"))
     assert [n.format_node() for n in gm.graph.nodes] == before
+
+
+# --- found by the property tests (tests/test_properties.py) --------------------------------------
+
+class Functional(nn.Module):
+    """forward(x) = fn(self, x), with a weight [256, 256] and a bias [256] to read."""
+
+    def __init__(self, fn, features: int = 256) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(features, features) / 16)
+        self.b = nn.Parameter(torch.randn(features))
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self, x)
+
+
+def test_a_bias_passed_by_keyword_is_read() -> None:
+    captured = capture(Functional(lambda m, x: F.linear(x, m.w, bias=m.b)), X)
+    assert captured.level == "module"
+    [match] = match_graph(captured).matches
+    assert match.epilogue == ("bias",) and match.operand("bias") == "b"
+
+
+def test_clamp_bounds_passed_by_position_to_the_method_are_read() -> None:
+    assert _matched(_plan(LinearThen(lambda y: y.clamp(-1.0, 2.0)), X)) == [
+        ("gemm_epilogue", ("bias", "clamp"), ((None, None), (-1.0, 2.0)))]
+
+
+@pytest.mark.parametrize("fn", [lambda y: F.dropout(y, 0.1), lambda y: F.dropout(y, 0.1, True)])
+def test_a_dropout_left_on_at_inference_is_not_read_as_the_identity(fn) -> None:
+    [match] = match_graph(capture(LinearThen(lambda y: torch.relu(fn(y))), X)).matches
+    assert match.epilogue == ("bias",)
+
+
+def test_inactive_dropouts_are_still_read_through() -> None:
+    [match] = match_graph(capture(LinearThen(lambda y: torch.relu(F.dropout(y, 0.1, training=False))), X)).matches
+    assert match.epilogue == ("bias", "relu")
+
+
+def test_the_tensor_addmm_and_baddbmm_add_is_read_by_its_shape() -> None:
+    def addmm(shape):
+        class AddMM(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.c = nn.Parameter(torch.randn(shape))
+
+            def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+                return torch.addmm(self.c, a, b)
+
+        return _plan(AddMM(), [torch.empty(128, 256), torch.empty(256, 64)])
+
+    assert [i.match.epilogue for i in addmm((64,)).items] == [("bias",)]
+    assert [i.match.epilogue for i in addmm((128, 64)).items] == [("residual",)]
+    column = addmm((128, 1))
+    assert column.items == () and any("[128, 1] tensor" in r.reason for r in column.rejections)
+
+    class Baddbmm(nn.Module):
+        def forward(self, r: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(r, a, b)
+
+    batched = [torch.empty(4, 128, 64), torch.empty(4, 64, 64)]
+    assert [i.match.epilogue for i in _plan(Baddbmm(), [torch.empty(64), *batched]).items] == [("bias",)]
+
+
+def test_a_bias_or_residual_read_from_a_broadcast_is_refused_by_the_module_check() -> None:
+    captured = capture(LinearThen(lambda y: y), X)
+    [match] = match_graph(captured).matches
+    full = dataclasses.replace(match, operands=(*match.operands[:2], ("bias", "x")))  # x is [64, 256]
+    residual = dataclasses.replace(match, epilogue=("residual",), operands=(*match.operands[:2], ("residual", "x")))
+    [bias_verdict] = check_matches(captured, [full], X)
+    assert not bias_verdict.agrees and "not one row of N=256" in (bias_verdict.reason or "")
+    [residual_verdict] = check_matches(captured, [residual], X)
+    assert not residual_verdict.agrees
+
+
+def test_an_activation_that_agrees_only_near_zero_is_not_read_as_one() -> None:
+    [match] = match_graph(capture(LinearThen(lambda y: y * torch.sigmoid(y) + torch.relu(y - 8.0)), X)).matches
+    assert match.epilogue == ("bias",)
+
+
+def test_a_step_that_changes_the_dtype_is_not_fused() -> None:
+    class Promoted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(256, 256).to(torch.bfloat16)
+
+        def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.lin(x) + r)  # bf16 + fp32 is fp32
+
+    inputs = [torch.empty(64, 256, dtype=torch.bfloat16), torch.empty(64, 256)]
+    captured = capture(Promoted(), inputs)
+    [match] = match_graph(captured).matches
+    assert match.epilogue == ("bias",)
+    promoted = dataclasses.replace(match, epilogue=("bias", "residual", "relu"), output="relu",
+                                   nodes=(*match.nodes, "add", "relu"), operands=(*match.operands, ("residual", "r")))
+    [verdict] = check_matches(captured, [promoted], inputs)
+    assert not verdict.agrees and "the kernel would write bf16" in (verdict.reason or "")
+
+
+class ScaledLate(nn.Module):
+    """Attention whose scale comes after the mask."""
+
+    def __init__(self, scale: float, additive: bool) -> None:
+        super().__init__()
+        self.register_buffer("tril", torch.tril(torch.ones(128, 128)))
+        self.register_buffer("bias", torch.randn(128, 128))
+        self.scale, self.additive = scale, additive
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        att = q @ k.transpose(-2, -1)
+        att = att + self.bias if self.additive else att.masked_fill(self.tril == 0, -1e9)
+        return F.softmax(att * self.scale, dim=-1) @ v
+
+
+@pytest.mark.parametrize(("scale", "additive", "mask"), [
+    (0.125, False, "causal"), (-0.125, False, None), (1e-6, False, None), (0.125, True, None),
+])
+def test_a_scale_after_the_mask_is_read_with_it_or_not_at_all(scale, additive, mask) -> None:
+    read = [m.attention for m in match_graph(capture(ScaledLate(scale, additive), QKV)).matches if m.attention]
+    assert [a.mask for a in read] == ([mask] if mask else [])
+    planned = [i.match.attention for i in _plan(ScaledLate(scale, additive), QKV).items if i.match.attention]
+    assert planned == read
+
+
+def test_sdpa_with_a_mask_and_is_causal_is_refused() -> None:
+    class Both(nn.Module):
+        def forward(self, q, k, v, m):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)
+
+    captured = capture(Both(), [*QKV, torch.empty(128, 128)])
+    result = match_graph(captured)
+    assert result.matches == [] and any("attn_mask and is_causal" in r.reason for r in result.rejections)
+
+
+def test_a_reading_that_cannot_be_computed_is_refused_not_raised() -> None:
+    class Product(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a @ b
+
+    inputs = [torch.empty(128, 256), torch.empty(256, 64)]
+    captured = capture(Product(), inputs)
+    [match] = match_graph(captured).matches
+    swapped = dataclasses.replace(match, operands=(("a", "b"), ("b", "a")))  # [256, 64] @ [128, 256]
+    [verdict] = check_matches(captured, [swapped], inputs)
+    assert not verdict.agrees and "could not be evaluated" in (verdict.reason or "")
+
+
+@pytest.mark.parametrize("level", [None, "aten"])
+def test_casts_inside_the_module_do_not_keep_it_from_being_checked(level) -> None:
+    class Casts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(256, 256)
+            self.register_buffer("tril", torch.tril(torch.ones(128, 128)))
+
+        def forward(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+            att = (q @ k.transpose(-2, -1)).masked_fill(self.tril.logical_not(), float("-inf"))
+            return F.gelu(self.lin(x.float())), F.softmax(att, dim=-1, dtype=torch.float32) @ v
+
+    plan = fact.discover(Casts(), [*X, *QKV], arch="sm90", level=level)
+    assert sorted(i.match.pattern for i in plan.items) == ["attention", "gemm_epilogue"], plan.rejections
+
+
+def test_a_failed_fallback_to_torch_export_says_it_in_a_line(caplog) -> None:
+    class Mixed(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.bmm(a, b)
+
+    with pytest.raises(CaptureError):
+        capture(Mixed(), [torch.empty(2, 64, 64, dtype=torch.bfloat16), torch.empty(2, 64, 64, dtype=torch.float16)])
+    assert not [r for r in caplog.records if r.name.startswith("torch._subclasses")]
+
+
+def test_an_aten_level_sdpa_with_its_head_merge_is_checked_in_its_own_layout() -> None:
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(256, 768)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = (t.view(2, 64, 4, 64).transpose(1, 2) for t in self.qkv(x).split(256, dim=2))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return y.transpose(1, 2).contiguous().view(2, 64, 256)  # export drops the contiguous()
+
+    plan = fact.discover(Heads(), [torch.empty(2, 64, 256)], arch="sm90", level="aten")
+    assert sorted(i.match.pattern for i in plan.items) == ["attention", "gemm_epilogue"], plan.rejections
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+def test_k_and_v_shared_by_every_head_are_refused(sdpa) -> None:
+    class Shared(nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            if sdpa:
+                return F.scaled_dot_product_attention(q, k, v)
+            return F.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
+
+    inputs = [torch.empty(2, 4, 128, 64), torch.empty(2, 1, 128, 64), torch.empty(2, 1, 128, 64)]
+    plan = _plan(Shared(), inputs)
+    assert all(i.match.attention is None for i in plan.items)
+    assert any("broadcast over q" in r.reason for r in plan.rejections)

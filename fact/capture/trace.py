@@ -3,9 +3,10 @@ on fake tensors, so capturing a large model allocates no activations."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -115,15 +116,22 @@ def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
 
     recorder = Recorder(gm)
     recorder.extra_traceback = False  # the CaptureError already names the node
-    # fake tensors log every failed meta kernel with a full traceback; the CaptureError says it in a line
+    with _quiet_fake_tensors():
+        recorder.run(*_fake_inputs(fake_mode, inputs))
+    _annotate(gm, values)
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors() -> Iterator[None]:
+    """Fake tensors log every failed meta kernel with a full traceback, torch.export's included; the
+    CaptureError says it in a line."""
     quiet = logging.getLogger("torch._subclasses.fake_tensor")
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)
     try:
-        recorder.run(*_fake_inputs(fake_mode, inputs))
+        yield
     finally:
         quiet.setLevel(level)
-    _annotate(gm, values)
 
 
 def _describe_target(n: Any) -> str:
@@ -229,7 +237,8 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
                 raise CaptureError(f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}") from exc
             notes.append(f"symbolic_trace failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); used torch.export")
     try:
-        exported = torch.export.export(module, inputs, strict=False)
+        with _quiet_fake_tensors():
+            exported = torch.export.export(module, inputs, strict=False)
     except Exception as exc:
         raise CaptureError(
             f"neither torch.fx.symbolic_trace nor torch.export could trace {type(module).__name__}: "

@@ -192,6 +192,8 @@ def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
     mask = op.tensors[3] if len(op.tensors) > 3 else node.kwargs.get("attn_mask")
     if mask is not None and hasattr(mask, "meta") and mask.meta.get("fact_dtype") == "bool":
         return "a boolean attn_mask is not served"
+    if mask is not None and op.attrs.get("is_causal"):
+        return "attn_mask and is_causal together: the fused kernels apply one mask or the other"
     if shape is not None and op.attrs.get("is_causal") and shape.seq_q != shape.seq_k:
         return "causal attention with different query and key lengths is not served"
     return None
@@ -245,8 +247,13 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
         if cop.kind in _MATMULS:
             qk = cop
             break
+        # walking back from the softmax, `scale` is what multiplies the scores after the node at hand:
+        # a mask filled with -1e9 and then scaled by -1 does not mask, and an additive mask scaled with
+        # the scores is not the kernel's `scores * scale + mask`
         if cop.kind == "masked_fill" and cop.tensors:
             fill = cur.args[2] if len(cur.args) > 2 else cur.kwargs.get("value")
+            if isinstance(fill, (int, float)) and not isinstance(fill, bool):
+                fill = fill * scale
             causal, mask_nodes = (_is_causal_mask(cop.tensors[1], fill, root) if len(cop.tensors) > 1
                                   and cop.tensors[0] is cur.args[0] else (False, []))
             if not causal or mask != "none":
@@ -255,7 +262,8 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
             mask = "causal"
             nodes += [cur, *mask_nodes]
             cur = cop.tensors[0]
-        elif cop.kind == "add" and len(cop.tensors) == 2 and mask == "none" and cop.attrs.get("alpha", 1) == 1:
+        elif (cop.kind == "add" and len(cop.tensors) == 2 and mask == "none" and cop.attrs.get("alpha", 1) == 1
+              and scale == 1.0):
             scores, added = cop.tensors if _reaches_matmul(cop.tensors[0], root) else cop.tensors[::-1]
             mask = "additive"
             operands.append(("mask", added.name))

@@ -139,7 +139,12 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "an operand is neither row- nor column-major"
         if kind == "addmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
             return "addmm with alpha or beta other than 1: no pattern reads scaled addmm"
-        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("bias", refs[0])] if kind == "addmm" else [])
+        operands = [("a", refs[-2]), ("b", refs[-1])]
+        if kind == "addmm":
+            role = _added_role(specs[0], (m, n))
+            if role is None:
+                return _unread_add(kind, specs[0], (m, n))
+            operands.append((role, refs[0]))
         return GemmReading(ProblemShape(m, n, k), (la, lb), a_spec.dtype, tuple(operands))
     if kind in ("bmm", "baddbmm", "matmul"):
         a_spec, b_spec = specs[-2], specs[-1]
@@ -166,9 +171,31 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
             return "an operand is neither row- nor column-major"
         if kind == "baddbmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
             return "baddbmm with alpha or beta other than 1: no pattern reads scaled baddbmm"
-        operands = [("a", refs[-2]), ("b", refs[-1])] + ([("residual", refs[0])] if kind == "baddbmm" else [])
+        operands = [("a", refs[-2]), ("b", refs[-1])]
+        if kind == "baddbmm":
+            role = _added_role(specs[0], (*lead, m, n))
+            if role is None:
+                return _unread_add(kind, specs[0], (*lead, m, n))
+            operands.append((role, refs[0]))
         return GemmReading(ProblemShape(m, n, k, batch), (la, lb), a_spec.dtype, tuple(operands))
     return f"no GEMM reading for {kind}"
+
+
+def _added_role(spec: TensorSpec | None, out: tuple[int, ...]) -> str | None:
+    """What the tensor addmm/baddbmm adds to the product is to a kernel: a bias (one row of N, broadcast
+    over the rows) or a residual (the output's own shape); None for any other broadcast."""
+    assert spec is not None
+    if tuple(spec.shape) == out:
+        return "residual"
+    if spec.shape[-1:] == out[-1:] and spec.numel == out[-1]:
+        return "bias"
+    return None
+
+
+def _unread_add(kind: str, spec: TensorSpec | None, out: tuple[int, ...]) -> str:
+    assert spec is not None
+    return (f"{kind} adding a {list(spec.shape)} tensor to a {list(out)} product: an epilogue reads a bias "
+            f"of [{out[-1]}] or a residual of the output's shape, not this broadcast")
 
 
 def contiguous_extents(g: GemmReading) -> tuple[tuple[str, int], ...]:
@@ -274,6 +301,8 @@ def _epilogue(anchor: Any, root: Any, steps: list[str], args: list[tuple[float |
             break
         op = op_of(user, root)
         user_spec = _spec(user)
+        # a step that changes the dtype (a bf16 GEMM plus an fp32 residual is fp32) is not the kernel's:
+        # its output has the GEMM's dtype
         if op is None or user_spec is None or user_spec.shape != out.shape or user_spec.dtype != out.dtype:
             break
         if op.kind in _PASS_THROUGH:

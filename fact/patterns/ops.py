@@ -88,6 +88,21 @@ def _split_args(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[float, ..
     return tensors, scalars
 
 
+# Operands a call may pass by keyword, in signature order: F.linear(x, w, bias=b) adds its bias all the same.
+_KEYWORD_OPERANDS = {
+    "linear": ("input", "weight", "bias"), "addmm": ("input", "mat1", "mat2"),
+    "baddbmm": ("input", "batch1", "batch2"), "matmul": ("input", "other"), "mm": ("input", "mat2"),
+    "bmm": ("input", "mat2"), "add": ("input", "other"), "sub": ("input", "other"), "mul": ("input", "other"),
+    "div": ("input", "other"), "masked_fill": ("input", "mask"), "sdpa": ("query", "key", "value", "attn_mask"),
+}
+
+
+def _call_args(kind: str, node: Any) -> tuple[Any, ...]:
+    """A call's arguments in signature order: the positional ones, then the operands passed by keyword."""
+    names = _KEYWORD_OPERANDS.get(kind, ())
+    return (*node.args, *(node.kwargs.get(name) for name in names[len(node.args):]))
+
+
 def _bounds(node: Any, kind: str) -> dict[str, float | None]:
     """The (min, max) a clamp-like call applies, from every spelling of its arguments.
 
@@ -111,6 +126,16 @@ def _bounds(node: Any, kind: str) -> dict[str, float | None]:
         lo = -1.0 if lo is None else lo
         hi = 1.0 if hi is None else hi
     return {"min": lo, "max": hi}
+
+
+def _dropout_active(node: Any) -> bool:
+    """Whether a functional dropout drops values in the captured graph: F.dropout's `training`
+    defaults to True whatever the module's mode, so F.dropout(x, 0.1) is random at inference, not
+    the identity that nn.Dropout is in eval mode (ATen's dropout and native_dropout say it in `train`)."""
+    args, kwargs = node.args, node.kwargs
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+    return training is not False and p != 0
 
 
 def module_kind(mod: Any) -> str | None:
@@ -150,14 +175,15 @@ def op_of(node: Any, root: Any) -> Op | None:
             attrs = {"dim": mod.dim}
         return Op(kind, node, *_split_args(node.args), attrs=attrs)
     if node.op == "call_method":
-        tensors, scalars = _split_args(node.args)
+        kind = str(node.target)
+        tensors, scalars = _split_args(_call_args(kind, node))
         attrs = dict(node.kwargs)
-        if node.target in ("clamp", "clamp_min", "clamp_max", "clip"):
-            attrs.update(_bounds(node, "clamp"))
-            return Op("clamp", node, tensors, scalars, attrs)
-        if node.target == "softmax" and len(node.args) > 1:
+        if kind == "softmax" and len(node.args) > 1:
             attrs["dim"] = node.args[1]
-        return Op(str(node.target), node, tensors, scalars, attrs)
+        if kind in ("clamp", "clamp_min", "clamp_max", "clip"):  # y.clamp(lo, hi): positional bounds too
+            attrs.update(_bounds(node, "clamp"))
+            kind = "clamp"
+        return Op(kind, node, tensors, scalars, attrs)
     if node.op != "call_function":
         return None
     target = node.target
@@ -167,7 +193,7 @@ def op_of(node: Any, root: Any) -> Op | None:
         kind = _ATEN_RENAME.get(name, name)
     if kind is None:
         return Op("fn:" + getattr(target, "__name__", str(target)), node, *_split_args(node.args))
-    tensors, scalars = _split_args(node.args)
+    tensors, scalars = _split_args(_call_args(kind, node))
     attrs = dict(node.kwargs)
     if kind == "softmax" and len(node.args) > 1:
         attrs.setdefault("dim", node.args[1])
@@ -177,6 +203,8 @@ def op_of(node: Any, root: Any) -> Op | None:
         attrs.setdefault("negative_slope", node.args[1])
     if kind in ("hardtanh", "clamp"):
         attrs.update(_bounds(node, kind))
+    if kind == "dropout" and _dropout_active(node):
+        kind = "dropout_active"
     if kind == "sdpa":
         attrs.setdefault("is_causal", bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False)))
         mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)

@@ -72,8 +72,10 @@ def spelled_activation(x: Any, root: Any) -> tuple[str, list[Any]] | None:
     if len(region) < 2:
         return None
     region.sort(key=order.__getitem__)
-    # wide: two functions that agree near zero (silu and silu + relu(y - 5)) part ways in the tails
-    sample = torch.linspace(-12.0, 12.0, 241, dtype=torch.float64)
+    # the curved part of every activation, and far beyond it: a spelling that agrees only near zero
+    # (silu(x) + relu(x - 8)) is not that activation
+    far = torch.logspace(math.log10(5.0), 3.0, 16, dtype=torch.float64)
+    sample = torch.cat([torch.linspace(-4.0, 4.0, 81, dtype=torch.float64), far, -far])
     refs = _references()
     for sink in reversed(region):
         closure = _closure(sink, x, set(region))
@@ -89,7 +91,7 @@ def spelled_activation(x: Any, root: Any) -> tuple[str, list[Any]] | None:
         if not isinstance(got, torch.Tensor) or got.shape != sample.shape:
             continue
         for name, ref in refs.items():
-            if torch.allclose(got, ref(sample), atol=1e-6 * max(1.0, math.sqrt(len(nodes)))):
+            if torch.allclose(got, ref(sample), rtol=1e-6, atol=1e-6 * max(1.0, math.sqrt(len(nodes)))):
                 return name, nodes
     return None
 

@@ -95,6 +95,7 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
     out = []
     for m in matches:
         try:
+            _same_dtype(captured, m)
             with torch.no_grad():
                 err = max(_disagreement(gm, m, recorded, seed) for seed in seeds)
         except _Unreadable as exc:
@@ -203,7 +204,14 @@ def spec_output(gm: Any, match: Match, value: Any) -> Any:
     product = torch.matmul(a, b)
     bias = value(roles["bias"]) if "bias" in roles else None
     residual = value(roles["residual"]) if "residual" in roles else None
-    return apply_steps(product, steps_of(match), bias, residual)
+    # the kernel reads a bias as one row of N and a residual as a tensor of the output's shape: a
+    # broadcast that PyTorch's add would accept is not what it computes
+    n = product.shape[-1]
+    if bias is not None and (bias.numel() != n or bias.shape[-1:] != (n,)):
+        raise _Unreadable(f"a bias of shape {tuple(bias.shape)} is not one row of N={n}")
+    if residual is not None and residual.shape != product.shape:
+        raise _Unreadable(f"a residual of shape {tuple(residual.shape)} is not the output's {tuple(product.shape)}")
+    return apply_steps(product, steps_of(match), None if bias is None else bias.reshape(n), residual)
 
 
 def _attention_output(match: Match, value: Any) -> Any:
@@ -215,6 +223,8 @@ def _attention_output(match: Match, value: Any) -> Any:
     if not {"q", "k", "v"} <= set(roles):
         raise _Unreadable("the match does not say where q, k and v come from")
     q, k, v = (value(roles[r]) for r in ("q", "k", "v"))
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:  # what PyTorch broadcasts, a fused kernel does not
+        raise _Unreadable(f"k {tuple(k.shape)} and v {tuple(v.shape)} broadcast over q {tuple(q.shape)}")
     scale = shape.scale if shape.scale is not None else q.shape[-1] ** -0.5
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
     if shape.mask == "causal":
@@ -226,6 +236,15 @@ def _attention_output(match: Match, value: Any) -> Any:
             raise _Unreadable("an additive mask whose tensor the match does not name")
         scores = scores + value(roles["mask"])
     return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _same_dtype(captured: Any, match: Match) -> None:
+    """The kernel writes its output in the match's dtype: a float64 re-run cannot see a step that
+    promotes it (bf16 + an fp32 residual), the captured dtypes can."""
+    spec = captured.spec(_node(captured.graph_module, match.output))
+    if spec is not None and spec.dtype is not match.dtype:
+        raise _Unreadable(f"the module's output {match.output} is {spec.dtype.value}, the kernel would write "
+                          f"{match.dtype.value}: refused")
 
 
 def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) -> float:
@@ -274,7 +293,10 @@ def _fresh(recorded: Any, node: Any, gen: Any) -> Any:
         return recorded
     # normal with a wide spread: clamp bounds, the curved part of every activation and the tails
     # where two activations that agree near zero part ways
-    return (torch.randn(recorded.shape, generator=gen, dtype=torch.float64) * 3.0).to(recorded.device)
+    values = torch.randn(recorded.shape, generator=gen, dtype=torch.float64) * 3.0
+    # in the layout of the value replaced: an op's output layout can follow its input's (SDPA on the CPU),
+    # and a later view of it (the head merge) holds only in that layout
+    return torch.empty_like(recorded, dtype=torch.float64).copy_(values)
 
 
 def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
@@ -294,14 +316,35 @@ def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
 
 
 def _float64_copy(gm: Any) -> Any:
-    """The graph in float64, its floating parameters redrawn at random (seeded), with the scale of
-    the originals: a reading must hold for any weights, not only today's (a zero bias would hide a
-    dropped bias). Buffers (masks, running statistics) keep their values."""
+    """The graph in float64, its casts to narrower floating types included (a cast is a rounding,
+    not part of what the module means, and kept it would meet float64 operands: x.float() @ w), its
+    floating parameters redrawn at random (seeded) with the scale of the originals: a reading must
+    hold for any weights, not only today's (a zero bias would hide a dropped bias). Buffers (masks,
+    running statistics) keep their values."""
     import torch
 
     copied = copy.deepcopy(gm)
     copied.to(torch.float64)
     copied.eval()
+    narrow = {torch.float32, torch.float16, torch.bfloat16}
+
+    def widen(a: Any) -> Any:
+        if isinstance(a, torch.dtype):
+            return torch.float64 if a in narrow else a
+        if isinstance(a, (list, tuple)):
+            return type(a)(widen(x) for x in a)
+        if isinstance(a, dict):
+            return {k: widen(v) for k, v in a.items()}
+        return a
+
+    for n in list(copied.graph.nodes):
+        if "_assert_tensor_metadata" in str(n.target) and not n.users:
+            copied.graph.erase_node(n)  # torch.export pins the dtypes this copy changes
+            continue
+        if n.op == "call_method" and n.target in ("float", "half", "bfloat16"):
+            n.target = "double"
+        n.args, n.kwargs = widen(n.args), widen(n.kwargs)
+    copied.recompile()
     gen = torch.Generator().manual_seed(4321)
     with torch.no_grad():
         for p in copied.parameters():
