@@ -80,6 +80,11 @@ class _NoExemplars:
     def query(self, *args: Any, **kwargs: Any) -> list[Any]:
         return []
 
+    def snapshot(self) -> Any:
+        from fact.knowledge.store import Snapshot
+
+        return Snapshot([], [], [])
+
 
 class Misread(Exception):
     """The reading cannot mean what the module computes (the message says why)."""

@@ -179,8 +179,8 @@ def layout_refusal(q: Any, k: Any, v: Any) -> str | None:
 
 def _sdpa_refusal(op: Op, shape: AttentionShape | None) -> str | None:
     node = op.node
-    if any(name in node.kwargs for name in ("query", "key", "value")) or len(op.tensors) < 3:
-        return "q, k or v passed by keyword: fact reads them by position only"
+    if len(op.tensors) < 3:
+        return "scaled_dot_product_attention without q, k and v tensors"
     dropout = node.kwargs.get("dropout_p", node.args[4] if len(node.args) > 4 else 0.0)
     if not isinstance(dropout, (int, float)) or dropout != 0:
         return f"scaled_dot_product_attention with dropout_p={dropout}: the fused kernels have no dropout"

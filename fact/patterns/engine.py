@@ -9,7 +9,7 @@ from fact.core.enums import DType, Layout, Precision
 from fact.core.specs import ProblemShape, TensorSpec
 from fact.patterns import table
 from fact.patterns.attention import AttentionFound, match_sdpa, match_softmax
-from fact.patterns.ops import GEMM_OPS, LAYOUT_OPS, Op, op_of
+from fact.patterns.ops import _KEYWORD_OPERANDS, GEMM_OPS, LAYOUT_OPS, Op, op_of
 from fact.patterns.spelled import spelled_activation
 from fact.patterns.types import Group, Match, Rejection
 
@@ -100,8 +100,9 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
         return (f"operands of different dtypes ({', '.join(sorted(dtypes))}): PyTorch itself rejects this "
                 "GEMM; give inputs of the module's dtype")
     kind = op.kind
-    if any(hasattr(v, "op") for v in op.node.kwargs.values()):
-        return "an operand passed by keyword: fact reads GEMM operands by position only"
+    known = set(_KEYWORD_OPERANDS.get(kind, ()))
+    if any(hasattr(v, "op") for name, v in op.node.kwargs.items() if name not in known):
+        return "an operand passed by a keyword fact does not read (out=, ...)"
     refs = [t.name for t in op.tensors]
     if kind == "linear":
         x = specs[0]

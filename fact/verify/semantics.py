@@ -102,7 +102,7 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
             continue
         except Exception as exc:  # the reading cannot even be evaluated: it is not what the module does
-            out.append(Agreement(m.id, False, math.inf, f"the kernel's reading ({_reading(m)}) cannot be evaluated "
+            out.append(Agreement(m.id, False, math.inf, f"the kernel's reading ({_reading(m)}) could not be evaluated "
                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}): refused", shape_text))
             continue
         if err <= TOLERANCE:
