@@ -469,7 +469,7 @@ def test_gemm_readings_are_the_modules_own_or_refused(tmp_path) -> None:
 
     prop()
     tally.check("gemm")
-    assert tally.counts["well-formed gemm_epilogue"] > GEMM_EXAMPLES // 4
+    assert tally.counts["well-formed gemm_epilogue"] > GEMM_EXAMPLES // 5  # the generator reaches epilogues
 
 
 @pytest.mark.slow

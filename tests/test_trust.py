@@ -501,3 +501,12 @@ def test_k_and_v_shared_by_every_head_are_refused(sdpa) -> None:
     plan = _plan(Shared(), inputs)
     assert all(i.match.attention is None for i in plan.items)
     assert any("multi-query" in r.reason for r in plan.rejections)
+
+
+def test_a_misread_bound_the_module_rarely_reaches_is_refused() -> None:
+    captured = capture(LinearThen(F.relu6), X)  # outputs of std ~1: a bound at 6 is out of reach of [-3, 3]
+    [match] = match_graph(captured).matches
+    assert match.epilogue == ("bias", "clamp")
+    no_bound = dataclasses.replace(match, epilogue=("bias", "relu"), epilogue_args=((None, None), (None, None)))
+    right, wrong = check_matches(captured, [match, no_bound], X)
+    assert right.agrees and not wrong.agrees

@@ -25,6 +25,11 @@ from fact.patterns.types import Match
 # float64 on both sides: a right reading agrees to ~1e-15; a fp32 cast inside the module, ~1e-7.
 TOLERANCE = 1e-6
 DEFAULT_SEEDS = (0, 1)
+# The range of the fresh values, per draw. A GEMM can shrink its inputs (weights of 1/sqrt(K)), so a
+# clamp bound or an activation's tail is reached only from a wide range as well; attention keeps a
+# narrow one, for a finite mask fill (finfo(float16).min) stands for -inf only far below the scores.
+GEMM_SPREADS = (3.0, 30.0)
+ATTENTION_SPREADS = (3.0,)
 # Above this many flops (the matches at the module's own shapes) the batch dimension is reduced.
 FULL_SHAPE_FLOPS = 4e9
 
@@ -97,7 +102,8 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
         try:
             _same_dtype(captured, m)
             with torch.no_grad():
-                err = max(_disagreement(gm, m, recorded, seed) for seed in seeds)
+                spreads = ATTENTION_SPREADS if m.attention is not None else GEMM_SPREADS
+                err = max(_disagreement(gm, m, recorded, seed, spread) for seed in seeds for spread in spreads)
         except _Unreadable as exc:
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
             continue
@@ -247,7 +253,7 @@ def _same_dtype(captured: Any, match: Match) -> None:
                           f"{match.dtype.value}: refused")
 
 
-def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) -> float:
+def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int, spread: float = 3.0) -> float:
     import torch
 
     gen = torch.Generator().manual_seed(seed)  # drawn on the CPU, so every device sees the same values
@@ -255,7 +261,7 @@ def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) ->
     for n in _inputs_of(gm, match):
         if n not in recorded:
             raise _Unreadable(f"node {n.name} feeding the match has no recorded value")
-        env[n] = _fresh(recorded[n], n, gen)
+        env[n] = _fresh(recorded[n], n, gen, spread)
     got = evaluate_subgraph(gm, match, env)
 
     def value(ref: str) -> Any:
@@ -284,16 +290,14 @@ def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int) ->
     return float((got - want).norm()) / scale
 
 
-def _fresh(recorded: Any, node: Any, gen: Any) -> Any:
+def _fresh(recorded: Any, node: Any, gen: Any, spread: float = 3.0) -> Any:
     """A fresh random tensor in place of a floating value flowing into the subgraph; the module's own
     parameters and buffers (get_attr) and every non-floating value are kept."""
     import torch
 
     if node.op == "get_attr" or not isinstance(recorded, torch.Tensor) or not recorded.is_floating_point():
         return recorded
-    # normal with a wide spread: clamp bounds, the curved part of every activation and the tails
-    # where two activations that agree near zero part ways
-    values = torch.randn(recorded.shape, generator=gen, dtype=torch.float64) * 3.0
+    values = (torch.rand(recorded.shape, generator=gen, dtype=torch.float64) * 2.0 - 1.0) * spread
     # in the layout of the value replaced: an op's output layout can follow its input's (SDPA on the CPU),
     # and a later view of it (the head merge) holds only in that layout
     return torch.empty_like(recorded, dtype=torch.float64).copy_(values)

@@ -10,6 +10,7 @@ and example inputs. The source is what a failure prints: the module is exactly t
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +38,10 @@ class Case:
     # should not need to refuse it; its eager forward can be compared with a reading
     well_formed: bool = True
     casts: bool = False  # the module casts to a narrower float type inside: its eager float64 run rounds
-    pytorch_may_reject: bool = False  # mixed dtypes PyTorch itself may refuse to run
     level: str | None = None  # the capture level to force ("aten": torch.export's graph), else fact's choice
 
     def module(self) -> nn.Module:
+        """A new module running `source`, in the case's dtype and in eval mode."""
         namespace: dict[str, Any] = {"torch": torch, "F": F, "math": math}
         exec(self.source, namespace)
         cls = type("Generated", (nn.Module,), {"forward": namespace["forward"]})
@@ -50,7 +51,7 @@ class Case:
         for name, t in self.buffers.items():
             module.register_buffer(name, t.clone())
         for name, m in self.modules.items():
-            module.add_module(name, m)
+            module.add_module(name, copy.deepcopy(m))  # each module its own, as its parameters are
         module.eval()
         return module.to(self.dtype)
 
@@ -79,7 +80,6 @@ class _Builder:
         self.modules: dict[str, nn.Module] = {}
         self.well_formed = True
         self.casts = False
-        self.pytorch_may_reject = False
         self.level = "aten" if self.chance(0.15) else None
 
     def choose(self, options: list[Any]) -> Any:
@@ -125,7 +125,7 @@ class _Builder:
     def case(self, result: str = "y") -> Case:
         source = f"def forward(self, {', '.join(self.args)}):\n{''.join(self.lines)}    return {result}\n"
         return Case(source, self.inputs, self.dtype, self.params, self.buffers, self.modules, self.kind,
-                    self.well_formed, self.casts, self.pytorch_may_reject, self.level)
+                    self.well_formed, self.casts, self.level)
 
 
 def _dim(draw: Any) -> int:
@@ -359,7 +359,6 @@ def gemm_cases(draw: Any) -> Case:
             step(b, shape)
     if b.chance(0.08):  # inputs of another dtype than the module's
         b.inputs[0] = b.inputs[0].to(b.choose([f32, bf16, f16]))
-        b.pytorch_may_reject = True
     if b.chance(0.1):  # the GEMM's own output is returned as well: nothing after it may be fused away
         b.lines.insert(1, "    first = y\n")
         return b.case("y, first")
@@ -438,8 +437,6 @@ def _sdpa(b: _Builder, s: int, sk: int, d: int) -> None:
     if dropout:
         b.well_formed = False  # SDPA's dropout is on whatever the module's mode: its output is random
     causal = b.chance(0.5 if mask is None else 0.1)
-    if causal and mask is not None:
-        b.pytorch_may_reject = True  # a mask and is_causal together
     scale = b.constant(0.01, 1.0) if b.chance(0.3) else None
     if b.chance(0.25):  # positional, as far as the signature allows (scale is keyword-only)
         args = [str(m), str(dropout), str(causal)] + ([f"scale={scale}"] if scale is not None else [])
