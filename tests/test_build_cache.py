@@ -86,6 +86,7 @@ print(json.dumps({"built_now": b.built_now, "value": b.module.value}))
 """
 
 
+@pytest.mark.slow
 def test_four_processes_build_once(tmp_path: Path) -> None:
     repo = str(Path(__file__).resolve().parents[1])
     procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(tmp_path), repo, "21"],
@@ -99,6 +100,7 @@ def test_four_processes_build_once(tmp_path: Path) -> None:
     assert all(r["value"] == 21 for r in results)
 
 
+@pytest.mark.slow
 def test_kill_9_during_builds_never_leaves_a_loadable_partial(tmp_path: Path) -> None:
     repo = str(Path(__file__).resolve().parents[1])
     for i in range(20):

@@ -52,6 +52,7 @@ def test_retrieval_targets(kb: KnowledgeBase) -> None:
         assert scores[arch].foreign_hits == 0
 
 
+@pytest.mark.slow
 def test_rebuild_is_deterministic(tmp_path: Path, kb: KnowledgeBase) -> None:
     a = KnowledgeBase.open(path=tmp_path / "a", corpus=[CORPUS])
     b = KnowledgeBase.open(path=tmp_path / "b", corpus=[CORPUS])

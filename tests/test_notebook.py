@@ -4,11 +4,13 @@ import os
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from .conftest import REPO
 
 
+@pytest.mark.slow
 def test_retrieval_notebook_executes(built_index: Path, tmp_path: Path) -> None:
     nb = nbformat.read(REPO / "notebooks" / "retrieval.ipynb", as_version=4)
     figure = tmp_path / "space.png"

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROBE = r"""
 import json, os, socket, sys, time
 attempts = []
@@ -29,6 +31,7 @@ print(json.dumps({"attempts": attempts, "hits": [h.id for h in hits], "import_s"
 """
 
 
+@pytest.mark.slow
 def test_cold_start_makes_no_network_attempt(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_"))}
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "idx")], capture_output=True,
