@@ -115,8 +115,7 @@ def opchecks() -> dict[str, str]:
     from fact.compose import ops
 
     results = {}
-    for name, op in ops._REGISTERED.items():
-        spec = ops._SPECS[name]
+    for name, (op, spec) in ops.registered().items():
         try:
             args = ops.sample_args(spec)
             torch.library.opcheck(op, args, test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))

@@ -82,8 +82,9 @@ def _aligned(t: Any) -> Any:
     return t.clone()
 
 
-def registered(name: str) -> bool:
-    return name in _REGISTERED
+def registered() -> dict[str, tuple[Any, KernelSpec]]:
+    """Every op this process registered: name -> (op, the spec it was built from)."""
+    return {name: (op, _SPECS[name]) for name, op in _REGISTERED.items()}
 
 
 def sample_args(spec: KernelSpec, device: str = "cuda") -> tuple[Any, ...]:

@@ -64,7 +64,7 @@ class Dispatch(nn.Module):
         if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
                 and _fits(self.call, inputs, self.original)):
             self.kernel_calls += 1
-            return _run(self.call, inputs, self.original)
+            return call_kernel(self.call, inputs, self.original)
         self.fallbacks += 1
         return self.original(*inputs)
 
@@ -117,7 +117,9 @@ def _gemm_operands(get: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     return a, b, get.get("bias"), residual
 
 
-def _run(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
+def call_kernel(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
+    """The kernel's result for a Dispatch's inputs, shaped like the original subgraph's output
+    (no guard: callers check `_fits` first, or time the kernel on inputs that fit)."""
     fn = getattr(torch.ops.fact, call.op)
     get = {op.role: _tensor(op, inputs, original) for op in call.operands}
     if call.kind == "attention":
@@ -131,7 +133,7 @@ def breach(call: KernelCall, spec: Any) -> str | None:
     dtype, operand layouts and alignment, a contiguous [N] bias, a row-major residual shaped like
     the output, [B, H, S, D] attention tensors with unit stride in D. None when they keep it.
 
-    The check runs `_run`'s own reshapes on meta tensors of the verified geometry, so a reshape
+    The check runs `call_kernel`'s own reshapes on meta tensors of the verified geometry, so a reshape
     that would copy into another layout is seen here, before anything is composed."""
     from fact.core.enums import Layout
 

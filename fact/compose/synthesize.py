@@ -294,7 +294,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
         composed(*x)
     for h in hooks:
         h.remove()
-    from fact.compose.rewrite import _run
+    from fact.compose.rewrite import call_kernel
 
     by_id = {it.match_id: it for it in report.items}
     with torch.no_grad():
@@ -305,7 +305,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             it = by_id[match_id]
             call = d.call
             it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
-            it.kernel_ms = time_ms(lambda d=d, args=args, call=call: _run(call, args, d.original))
+            it.kernel_ms = time_ms(lambda d=d, args=args, call=call: call_kernel(call, args, d.original))
         original_ms = time_ms(lambda: module(*x))
         composed_ms = time_ms(lambda: composed(*x))
     report.end_to_end.update({"original_ms": original_ms, "composed_ms": composed_ms,
