@@ -19,9 +19,10 @@ _REGISTERED: dict[str, Any] = {}
 _SPECS: dict[str, KernelSpec] = {}
 
 
-def op_name(spec: KernelSpec) -> str:
-    """The op's name: the procedural kernel name plus a short key (epilogue constants live in the key)."""
-    return f"{spec.name}_{spec.key[:8]}"
+def op_name(spec: KernelSpec, device: str = "cuda") -> str:
+    """The op's name: the procedural kernel name plus a short key (epilogue constants live in the key);
+    an op serving another device (a reference implementation in tests) is named apart."""
+    return f"{spec.name}_{spec.key[:8]}" + ("" if device == "cuda" else f"_{device}")
 
 
 def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str | tuple[str, ...] = "cuda") -> Any:
@@ -35,7 +36,7 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
     """
     import torch
 
-    name = op_name(spec)
+    name = op_name(spec, device_types if isinstance(device_types, str) else "_".join(device_types))
     with _LOCK:
         if name in _REGISTERED:
             return _REGISTERED[name]

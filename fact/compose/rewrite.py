@@ -278,7 +278,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
     if match.attention is not None:
         a = match.attention
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
-    call = KernelCall(ops.op_name(spec), "attention" if match.attention is not None else "gemm",
+    call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device)
     broken = breach(call, spec)
     if broken is not None:
