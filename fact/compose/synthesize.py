@@ -166,7 +166,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 
 def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any], report: Report,
             cache: Any, benchmark: bool, seeds: tuple[int, ...], stage: Stage) -> Synthesis:
-    from fact.build.cache import BuildCache
+    from fact.build.cache import BuildCache, load_library
     from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
     from fact.realize.kernel import wrap
@@ -206,8 +206,6 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
         v = outcome.report
         rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
                             "worst": v.worst, "tolerance": v.tolerance}
-        from fact.build.cache import load_library
-
         try:
             call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
                            f"fact_{index}")
