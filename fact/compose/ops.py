@@ -1,8 +1,11 @@
 """Verified kernels as torch.library custom ops.
 
 Each kernel becomes `torch.ops.fact.<name>` with a fake (meta) implementation, so a composed
-module also runs under torch.compile(fullgraph=True) and torch.export. Ops are registered once
-per process; registering the same name again returns the existing op.
+module also runs under torch.compile(fullgraph=True) and torch.export. A built kernel's op is
+defined in C++ by its own extension (schema and CUDA implementation: a loaded export program
+reaches it without Python wrappers); only the fake implementation comes from Python. Any other
+callable (a reference implementation in tests) becomes a Python custom op of the same schema.
+Ops are registered once per process; registering the same name again returns the existing op.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ _SPECS: dict[str, KernelSpec] = {}
 def op_name(spec: KernelSpec, device: str = "cuda") -> str:
     """The op's name: the procedural kernel name plus a short key (epilogue constants live in the key);
     an op serving another device (a reference implementation in tests) is named apart."""
-    return f"{spec.name}_{spec.key[:8]}" + ("" if device == "cuda" else f"_{device}")
+    return spec.op + ("" if device == "cuda" else f"_{device}")
 
 
 def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str | tuple[str, ...] = "cuda") -> Any:
@@ -40,39 +43,73 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
     with _LOCK:
         if name in _REGISTERED:
             return _REGISTERED[name]
-        qualified = f"{NAMESPACE}::{name}"
-        if isinstance(spec, GemmSpec):
-
-            def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                     residual: torch.Tensor | None) -> torch.Tensor:
-                return kernel(*map(_aligned, (a, b, bias, residual)))
-
-            op = torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types,
-                                         schema="(Tensor a, Tensor b, Tensor? bias, Tensor? residual) -> Tensor")
-
-            @op.register_fake
-            def _(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
-                  residual: torch.Tensor | None) -> torch.Tensor:
-                return a.new_empty((*a.shape[:-1], b.shape[-1]))
-
-        elif isinstance(spec, FmhaSpec):
-
-            def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-                return kernel(*map(_aligned, (q, k, v)), scale)
-
-            op = torch.library.custom_op(qualified, attention, mutates_args=(), device_types=device_types,
-                                         schema="(Tensor q, Tensor k, Tensor v, float scale) -> Tensor")
-
-            @op.register_fake
-            def _(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-                b, h, s, d = q.shape
-                return q.new_empty((b, s, h, d)).transpose(1, 2)
-
+        module = getattr(kernel, "module", None)
+        if device_types == "cuda" and hasattr(module, "register_op"):
+            op = _define_in_extension(name, module)
         else:
-            raise TypeError(f"no op form for {type(spec).__name__}")
+            op = _define_in_python(name, spec, kernel, device_types)
+        torch.library.register_fake(f"{NAMESPACE}::{name}", fake(kind_of(spec)))
         _REGISTERED[name] = op
         _SPECS[name] = spec
         return op
+
+
+GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor? bias, Tensor? residual) -> Tensor"
+ATTENTION_SCHEMA = "(Tensor q, Tensor k, Tensor v, float scale) -> Tensor"
+
+
+def _define_in_extension(name: str, module: Any) -> Any:
+    """The op a built extension defines (its schema and CUDA kernel, registered by its C++)."""
+    import torch
+
+    if module.op_name != name:
+        raise ValueError(f"the library defines fact::{module.op_name}, not fact::{name}")
+    if not hasattr(torch.ops.fact, name):  # another copy of the same kernel may have defined it already
+        module.register_op()
+    return getattr(torch.ops.fact, name).default
+
+
+def _define_in_python(name: str, spec: KernelSpec, kernel: Callable[..., Any], device_types: str | tuple[str, ...]) -> Any:
+    """A Python custom op of the kernel's schema around `kernel` (reference implementations)."""
+    import torch
+
+    qualified = f"{NAMESPACE}::{name}"
+    if isinstance(spec, GemmSpec):
+
+        def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+                 residual: torch.Tensor | None) -> torch.Tensor:
+            return kernel(*map(_aligned, (a, b, bias, residual)))
+
+        return torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types,
+                                       schema=GEMM_SCHEMA)
+    if isinstance(spec, FmhaSpec):
+
+        def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+            return kernel(*map(_aligned, (q, k, v)), scale)
+
+        return torch.library.custom_op(qualified, attention, mutates_args=(), device_types=device_types,
+                                       schema=ATTENTION_SCHEMA)
+    raise TypeError(f"no op form for {type(spec).__name__}")
+
+
+def kind_of(spec: KernelSpec) -> str:
+    """The op form of a spec: "gemm" or "attention"."""
+    return "attention" if isinstance(spec, FmhaSpec) else "gemm"
+
+
+def fake(kind: str) -> Callable[..., Any]:
+    """The fake (meta) implementation of an op form: the output's shape, dtype and strides."""
+    if kind == "attention":
+        def attention(q: Any, k: Any, v: Any, scale: float) -> Any:
+            b, h, s, d = q.shape
+            return q.new_empty((b, s, h, d)).transpose(1, 2)
+
+        return attention
+
+    def gemm(a: Any, b: Any, bias: Any, residual: Any) -> Any:
+        return a.new_empty((*a.shape[:-1], b.shape[-1]))
+
+    return gemm
 
 
 def _aligned(t: Any) -> Any:

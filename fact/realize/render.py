@@ -144,7 +144,7 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
 def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
     """Render the kernel and binding sources of a (validated) spec."""
     spec.validate()
-    common = {"name": spec.name, "key": spec.key, "exemplars": list(exemplars)}
+    common = {"name": spec.name, "key": spec.key, "op": spec.op, "exemplars": list(exemplars)}
     abi = ENV.get_template("abi.h.j2").render()
     if isinstance(spec, GemmSpec):
         if isinstance(spec.tiles, Sm90Tiles):
@@ -156,7 +156,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             kernel = ENV.get_template("sm80_gemm.cu.j2").render(**ctx)
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="gemm", source_kind=_source_kind(spec), dtype=_torch_dtype(spec.dtype),
-            batched=spec.mode is Mode.BATCHED)
+            batched=spec.mode is Mode.BATCHED, causal=False)
         includes: tuple[str, ...] = ()
     else:
         assert isinstance(spec, FmhaSpec)
@@ -165,7 +165,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             **common, element=spec.dtype.cutlass, head_dim=spec.head_dim, causal=spec.causal,
             queries_per_block=spec.queries_per_block, keys_per_block=spec.keys_per_block)
         binding = ENV.get_template("binding.cpp.j2").render(
-            **common, kind="attention", source_kind="none", dtype=_torch_dtype(spec.dtype), batched=False)
+            **common, kind="attention", source_kind="none", dtype=_torch_dtype(spec.dtype), batched=False,
+            causal=spec.causal)
         includes = (("examples/41_fused_multi_head_attention",) if spec.family == "fmha_sm80"
                     else ("examples/88_hopper_fmha",))
     return Rendered(spec=spec, sources={"fact_abi.h": abi, f"{spec.name}.cu": kernel, "binding.cpp": binding},

@@ -157,6 +157,11 @@ class GemmSpec:
         return spec_key(self)
 
     @property
+    def op(self) -> str:
+        """The kernel's custom op name in the `fact` namespace (epilogue constants live in the key)."""
+        return f"{self.name}_{self.key[:8]}"
+
+    @property
     def residual_after_activation(self) -> bool:
         seen_act = False
         for s in self.epilogue:
@@ -256,6 +261,11 @@ class FmhaSpec:
     @property
     def key(self) -> str:
         return spec_key(self)
+
+    @property
+    def op(self) -> str:
+        """The kernel's custom op name in the `fact` namespace (epilogue constants live in the key)."""
+        return f"{self.name}_{self.key[:8]}"
 
     def validate(self) -> FmhaSpec:
         if self.arch is Arch.SM80:
