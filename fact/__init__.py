@@ -14,6 +14,8 @@ Synthesis composes verified kernels into the module and reports what it did:
 
     >>> synthesis = fact.synthesize(model, [x])
     >>> y = synthesis.module(x)
+    >>> synthesis.save("synth/")                  # built libraries + manifest
+    >>> fact.load("synth/").module(x)             # another process, no compiler
 
 Heavy dependencies (torch, chromadb, sentence-transformers) load only when used.
 """
@@ -40,7 +42,7 @@ __version__ = "0.1.0"
 from fact.discover import Plan, discover
 
 if TYPE_CHECKING:
-    from fact.compose import Synthesis, synthesize
+    from fact.compose import Synthesis, load, synthesize
     from fact.knowledge.base import Hit, KnowledgeBase
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "TensorSpec",
     "__version__",
     "discover",
+    "load",
     "synthesize",
 ]
 
@@ -71,7 +74,7 @@ def __getattr__(name: str) -> Any:
         from fact.knowledge import base
 
         return getattr(base, name)
-    if name in ("synthesize", "Synthesis"):
+    if name in ("synthesize", "Synthesis", "load"):
         import importlib
 
         return getattr(importlib.import_module("fact.compose"), name)

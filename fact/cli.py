@@ -349,9 +349,12 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     console.print(result.report.render())
     for r in result.report.rejections:
         console.print(_text(("kept in PyTorch", "yellow"), f" {r['node']} ({r['op']}): {r['reason']}"), soft_wrap=True)
-    if args.save:
+    if args.save and result.kernels:
+        folder = result.save(args.save)
+        console.print(f"artifact: {folder} (load it with fact.load; report.json and report.md inside)")
+    elif args.save:
         js, md = result.report.save(args.save)
-        console.print(f"report: {js} and {md}")
+        console.print(f"report: {js} and {md} (no kernel was composed: nothing else to save)")
     return 0
 
 
@@ -432,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compile-check", action=argparse.BooleanOptionalAction, default=True,
                    help="without a GPU, compile every kernel with nvcc to check it (default: yes)")
     s.add_argument("--no-benchmark", action="store_true", help="skip timing the kernels and the module")
-    s.add_argument("--save", metavar="DIR", help="write report.json and report.md here")
+    s.add_argument("--save", metavar="DIR", help="write the artifact here (built libraries, manifest, module; "
+                                                  "fact.load reads it) with report.json and report.md")
     s.add_argument("--llm", help="a litellm model string: review the plan with that model")
     s.set_defaults(func=cmd_synthesize)
     return ap

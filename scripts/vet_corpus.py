@@ -46,12 +46,12 @@ def gpu_name() -> str | None:
 
 
 def vet_one(entry: CorpusEntry, workdir: Path, run: bool, timeout: float) -> dict:
-    from fact.knowledge.ingest import vet_entry
+    from fact.knowledge.ingest import compile_fingerprint, vet_entry
 
     result: dict = {"id": entry.id, "arch": entry.meta.arch.value}
     try:
         binary = vet_entry(entry, output=workdir / entry.id)
-        result["compiled"] = True
+        result.update(compiled=True, fingerprint=compile_fingerprint(entry))
     except BuildError as exc:
         result.update(compiled=False, error=str(exc))
         return result
@@ -89,6 +89,8 @@ def record(results: dict, corpus: Path) -> None:
             "arch": " ".join(entry.meta.arch.gencode), "date": results["date"],
             "flags": results["flags"],
         }
+        if r.get("compiled"):
+            vetting["compile"]["fingerprint"] = r["fingerprint"]
         if "passed" in r and results.get("gpu"):
             vetting["run"] = {
                 "ok": bool(r["passed"]), "gpu": results["gpu"], "date": results["date"],

@@ -243,3 +243,17 @@ def test_training_and_autocast_run_the_original_ops(mlp, mode) -> None:
             with torch.autocast("cpu", dtype=BF16):
                 gm(x)
     assert [d.kernel_calls for d in _dispatches(gm)] == calls
+
+
+def test_the_composed_state_dict_is_the_original_modules(mlp) -> None:
+    module, gm, _ = mlp
+    assert list(gm.state_dict()) == list(module.state_dict())  # nothing twice under fact_i.original
+    fresh = Mlp().to(BF16).eval()
+    gm.load_state_dict(fresh.state_dict())  # strict: the original module's checkpoint loads as it is
+    try:
+        x = torch.randn(32, 64, dtype=BF16)
+        with torch.no_grad():  # the kernels and the fallbacks see the loaded weights
+            torch.testing.assert_close(gm(x), fresh(x), rtol=2e-2, atol=2e-2)
+            torch.testing.assert_close(gm(x[:8]), fresh(x[:8]), rtol=0, atol=0)
+    finally:
+        gm.load_state_dict(module.state_dict())

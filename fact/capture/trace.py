@@ -284,6 +284,9 @@ def _symbolic_trace(module: Any) -> Any:
     tracer = torch.fx.Tracer()
     tracer.proxy_buffer_attributes = True
     graph = tracer.trace(module)
+    for node in graph.nodes:  # annotations written as strings (`from __future__ import annotations`)
+        if isinstance(node.type, str):  # would make the GraphModule unpicklable
+            node.type = None
     name = module.__class__.__name__ if isinstance(module, torch.nn.Module) else module.__name__
     return torch.fx.GraphModule(tracer.root, graph, name)
 

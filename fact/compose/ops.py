@@ -19,7 +19,7 @@ from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec
 NAMESPACE = "fact"
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, Any] = {}
-_SPECS: dict[str, KernelSpec] = {}
+_SPECS: dict[str, KernelSpec | None] = {}
 
 
 def op_name(spec: KernelSpec, device: str = "cuda") -> str:
@@ -40,33 +40,37 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
     import torch
 
     name = op_name(spec, device_types if isinstance(device_types, str) else "_".join(device_types))
+    module = getattr(kernel, "module", None)
+    if hasattr(module, "register_op"):
+        if module.op_name != name:
+            raise ValueError(f"the library defines fact::{module.op_name}, not fact::{name}")
+        return adopt(module, kind_of(spec), spec)
     with _LOCK:
-        if name in _REGISTERED:
-            return _REGISTERED[name]
-        module = getattr(kernel, "module", None)
-        if device_types == "cuda" and hasattr(module, "register_op"):
-            op = _define_in_extension(name, module)
-        else:
-            op = _define_in_python(name, spec, kernel, device_types)
-        torch.library.register_fake(f"{NAMESPACE}::{name}", fake(kind_of(spec)))
-        _REGISTERED[name] = op
-        _SPECS[name] = spec
-        return op
+        if name not in _REGISTERED:
+            _REGISTERED[name] = _define_in_python(name, spec, kernel, device_types)
+            torch.library.register_fake(f"{NAMESPACE}::{name}", fake(kind_of(spec)))
+            _SPECS[name] = spec
+        return _REGISTERED[name]
+
+
+def adopt(module: Any, kind: str, spec: KernelSpec | None = None) -> Any:
+    """The op a loaded extension defines: its C++ registers the schema and the kernel (once per
+    process: another copy of the same kernel may have done it already), Python the fake."""
+    import torch
+
+    name = module.op_name
+    with _LOCK:
+        if name not in _REGISTERED:
+            if not hasattr(torch.ops.fact, name):
+                module.register_op()
+            torch.library.register_fake(f"{NAMESPACE}::{name}", fake(kind))
+            _REGISTERED[name] = getattr(torch.ops.fact, name).default
+            _SPECS[name] = spec
+        return _REGISTERED[name]
 
 
 GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor? bias, Tensor? residual) -> Tensor"
 ATTENTION_SCHEMA = "(Tensor q, Tensor k, Tensor v, float scale) -> Tensor"
-
-
-def _define_in_extension(name: str, module: Any) -> Any:
-    """The op a built extension defines (its schema and CUDA kernel, registered by its C++)."""
-    import torch
-
-    if module.op_name != name:
-        raise ValueError(f"the library defines fact::{module.op_name}, not fact::{name}")
-    if not hasattr(torch.ops.fact, name):  # another copy of the same kernel may have defined it already
-        module.register_op()
-    return getattr(torch.ops.fact, name).default
 
 
 def _define_in_python(name: str, spec: KernelSpec, kernel: Callable[..., Any], device_types: str | tuple[str, ...]) -> Any:
@@ -120,8 +124,8 @@ def _aligned(t: Any) -> Any:
     return t.clone()
 
 
-def registered() -> dict[str, tuple[Any, KernelSpec]]:
-    """Every op this process registered: name -> (op, the spec it was built from)."""
+def registered() -> dict[str, tuple[Any, KernelSpec | None]]:
+    """Every op this process registered: name -> (op, the spec it was built from, if known)."""
     return {name: (op, _SPECS[name]) for name, op in _REGISTERED.items()}
 
 

@@ -51,6 +51,12 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        """The report `to_json` wrote."""
+        items = [ItemReport(**it) for it in data.get("items", [])]
+        return cls(**{**data, "items": items})
+
     def save(self, folder: Path | str) -> tuple[Path, Path]:
         """Write report.json and report.md into `folder`; returns both paths."""
         folder = Path(folder)

@@ -57,6 +57,8 @@ class Dispatch(nn.Module):
         self.match_id = match_id
         self.kernel_calls = 0
         self.fallbacks = 0
+        self.register_state_dict_post_hook(_without_original)
+        self.register_load_state_dict_pre_hook(_original_as_is)
 
     def forward(self, *inputs: Any) -> Any:
         # training (dropout inside a match was read as identity) and autocast (the original would
@@ -67,6 +69,23 @@ class Dispatch(nn.Module):
             return call_kernel(self.call, inputs, self.original)
         self.fallbacks += 1
         return self.original(*inputs)
+
+
+# The original subgraph's parameters and buffers are the enclosing module's own tensors (the same
+# objects): they are saved and loaded under their own names there, never twice, so a composed
+# module's state_dict is the original module's.
+
+def _without_original(module: nn.Module, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
+    for key in [k for k in state_dict if k.startswith(prefix + "original.")]:
+        del state_dict[key]
+
+
+def _original_as_is(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Loading: the original subgraph's tensors take what the enclosing module loads under the same
+    names (its get_attr targets are the enclosing module's), or keep their own."""
+    outer = prefix[: prefix.rstrip(".").rfind(".") + 1]
+    for name, t in module.original.state_dict(keep_vars=True).items():
+        state_dict.setdefault(f"{prefix}original.{name}", state_dict.get(outer + name, t))
 
 
 def _attribute(module: nn.Module, name: str) -> Any:

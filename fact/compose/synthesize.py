@@ -18,10 +18,11 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fact.compose.artifact import ComposedKernel
 from fact.compose.report import ItemReport, Report
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,20 @@ class Synthesis:
     module: Any
     report: Report
     plan: Any
+    kernels: dict[str, ComposedKernel] = field(default_factory=dict)  # by op name: what the module calls
 
     def dispatches(self) -> dict[str, Any]:
         """The Dispatch submodules by match id (their kernel_calls / fallbacks counters)."""
         from fact.compose.rewrite import Dispatch
 
         return {m.match_id: m for m in self.module.modules() if isinstance(m, Dispatch)}
+
+    def save(self, folder: Path | str, example_inputs: Any = None) -> Path:
+        """Save the module, its built libraries and a manifest into `folder` (see fact.compose.artifact);
+        with `example_inputs`, the torch.export program too. `fact.load(folder)` reads it back."""
+        from fact.compose.artifact import save
+
+        return save(self, folder, example_inputs)
 
 
 def synthesize(
@@ -190,6 +199,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     gm = captured.graph_module
     order = {m.id: i for i, m in enumerate(last_first(gm, [item.match for item, _ in built]))}
     built.sort(key=lambda pair: order[pair[0].match.id])
+    composed: dict[str, ComposedKernel] = {}
     for index, (item, library) in enumerate(built):
         rep, spec = items[item.match.id], real[item.match.id].spec
         if isinstance(library, Exception):
@@ -213,8 +223,9 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             rep.status, rep.reason = "kept", str(exc)
             continue
         rep.status, rep.op = "composed", f"fact::{call.op}"
+        composed[call.op] = ComposedKernel(call.op, call.kind, spec.name, library, verification=rep.verification)
     gm.recompile()
-    synthesis = Synthesis(gm, report, plan)
+    synthesis = Synthesis(gm, report, plan, composed)
     stage("check: the composed module against the original, end to end")
     _end_to_end(module, gm, inputs, report, benchmark, synthesis)
     return synthesis
@@ -277,6 +288,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
     if composed_items and not (err_c <= max(tol, 4 * err_e)):
         for d in synthesis.dispatches().values():
             d.call = None
+        synthesis.kernels.clear()
         for it in composed_items:
             it.status, it.reason = "kept", f"end-to-end check failed (error {err_c:.3g} vs original's {err_e:.3g})"
         report.notes.append("the composed module disagreed with the original end to end: every kernel is disabled")

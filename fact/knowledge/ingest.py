@@ -46,6 +46,28 @@ def vet_entry(entry: CorpusEntry, output: Path | None = None) -> Path:
     return compile_check(entry.path, entry.meta.arch, includes=includes, output=output, toolchain=tc)
 
 
+def compile_fingerprint(entry: CorpusEntry) -> str:
+    """sha256 over everything an entry's compile reads that can change: its source, the shared vetting
+    headers, the flags and architecture, and the nvcc and CUTLASS versions. Equal fingerprints mean
+    the same compile; a compile record carrying the current fingerprint stands for this compile."""
+    import hashlib
+    import importlib.metadata as md
+
+    from fact.build.toolchain import BASE_FLAGS, find_toolchain
+
+    h = hashlib.sha256()
+    try:
+        cutlass = md.version("nvidia-cutlass")
+    except md.PackageNotFoundError:
+        cutlass = "absent"
+    for part in (find_toolchain().nvcc_version, cutlass, " ".join(BASE_FLAGS), " ".join(entry.meta.arch.gencode),
+                 *entry.meta.includes):
+        h.update(part.encode() + b"\0")
+    for path in (entry.path, *sorted((DEFAULT_CORPUS / "common").iterdir())):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def collect(paths: Sequence[Path], cutlass_examples: bool, report: IngestReport) -> list[CorpusEntry]:
     """Load entries from corpus paths (and the installed CUTLASS examples); record rejections."""
     entries: list[CorpusEntry] = []

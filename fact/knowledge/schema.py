@@ -66,6 +66,7 @@ class CompileRecord(_Strict):
     arch: str
     date: str
     flags: str = ""
+    fingerprint: str = ""  # sha256 of what the compile read (fact.knowledge.ingest.compile_fingerprint)
 
 
 class RunRecord(_Strict):
