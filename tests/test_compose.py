@@ -6,6 +6,10 @@ built kernels)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -196,7 +200,7 @@ def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_synthesize_composes_verified_kernels_on_the_gpu() -> None:
+def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:
     torch.manual_seed(0)
     module = Mlp().to(BF16).cuda().eval()
     x = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
@@ -212,6 +216,30 @@ def test_synthesize_composes_verified_kernels_on_the_gpu() -> None:
     with torch.no_grad():  # with gradients the guard keeps the original ops: the kernels have no backward
         exported = torch.export.export(synthesis.module, (fresh,))
     assert any("fact." in str(n.target) for n in exported.graph.nodes)
+    for op, spec in ((op, spec) for op, spec in ops.registered().values() if spec is not None):
+        torch.library.opcheck(op, ops.sample_args(spec))  # the ops the built libraries define in C++
+    folder = synthesis.save(tmp_path / "synth", example_inputs=[fresh])
+    torch.save({"x": fresh, "want": want}, tmp_path / "io.pt")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", _LOAD_ON_GPU, str(folder), str(tmp_path / "io.pt")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1] == "ok"
+
+
+_LOAD_ON_GPU = """
+import shutil, sys, torch, fact
+assert shutil.which("nvcc") is None
+loaded = fact.load(sys.argv[1])
+io = torch.load(sys.argv[2])
+with torch.no_grad():
+    for out in (loaded.module(io["x"]), loaded.exported.module()(io["x"])):
+        err = float((out.double() - io["want"]).norm() / io["want"].norm())
+        assert err < 2e-2, err
+calls = [d.kernel_calls for d in loaded.module.modules() if isinstance(d, fact.compose.Dispatch)]
+assert calls and all(c == 1 for c in calls), calls
+print("ok")
+"""
 
 
 def test_operands_that_would_reach_the_kernel_in_another_layout_are_not_composed() -> None:
