@@ -120,7 +120,7 @@ def request_key(req: BuildRequest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -181,7 +181,7 @@ class BuildCache:
         if manifest is None:
             return None
         lib = self.root / key / manifest["library"]
-        if not lib.is_file() or _sha256_file(lib) != manifest["sha256"]:
+        if not lib.is_file() or sha256_file(lib) != manifest["sha256"]:
             return None
         return lib
 
@@ -275,7 +275,7 @@ class BuildCache:
         shutil.copyfile(built, staged)
         os.replace(staged, lib)
         manifest = {"version": MANIFEST_VERSION, "key": key, "name": req.name, "module": module_name,
-                    "library": lib.name, "sha256": _sha256_file(lib), "environment": req.environment,
+                    "library": lib.name, "sha256": sha256_file(lib), "environment": req.environment,
                     "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
         tmp = final_dir / ".manifest.partial"
         tmp.write_text(json.dumps(manifest, indent=1))

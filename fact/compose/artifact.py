@@ -21,7 +21,6 @@ everywhere and the reasons are in its report. module.pt is a pickle: load artifa
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fact.build.cache import sha256_file as sha256
 from fact.core.errors import FactError
 
 if TYPE_CHECKING:
@@ -64,14 +64,6 @@ def runtime() -> dict[str, Any]:
     return {"fact": fact.__version__, "torch": torch.__version__, "torch_cuda": str(torch.version.cuda),
             "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
             "python": ".".join(map(str, sys.version_info[:2]))}
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -> Path:
