@@ -276,13 +276,32 @@ def inputs_from_factory(factory: Any) -> list[Any]:
     return out
 
 
+def buffer_tracer() -> type:
+    """The tracer fact captures with (`fact.capture.trace.BufferTracer`): torch.fx's, with buffers
+    traced as graph nodes, so that `self.mask[:T, :T]` with T taken from an input's size stays in the
+    graph (a constant-folded or untraceable slice otherwise). A class of its own, importable by name:
+    a pickled GraphModule is traced again on load with the tracer class it was made with. Defined on
+    first use, so that torch loads only when needed."""
+    cls = globals().get("BufferTracer")
+    if cls is None:
+        import torch
+
+        cls = type("BufferTracer", (torch.fx.Tracer,), {"proxy_buffer_attributes": True, "__module__": __name__})
+        globals()["BufferTracer"] = cls
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BufferTracer":
+        return buffer_tracer()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _symbolic_trace(module: Any) -> Any:
-    """torch.fx.symbolic_trace, with buffers traced as graph nodes: `self.mask[:T, :T]` with T taken
-    from an input's size then stays in the graph (a constant-folded or untraceable slice otherwise)."""
+    """torch.fx.symbolic_trace with the BufferTracer."""
     import torch
 
-    tracer = torch.fx.Tracer()
-    tracer.proxy_buffer_attributes = True
+    tracer = buffer_tracer()()
     graph = tracer.trace(module)
     for node in graph.nodes:  # annotations written as strings (`from __future__ import annotations`)
         if isinstance(node.type, str):  # would make the GraphModule unpicklable

@@ -163,6 +163,7 @@ def load(folder: Path | str, *, fallback: bool = False) -> Loaded:
     from fact.compose.rewrite import Dispatch
 
     for d in (m for m in module.modules() if isinstance(m, Dispatch)):
+        d.kernel_calls = d.fallbacks = 0  # counted in this process
         if d.call is not None and d.call.op in refused:
             d.call = None  # the original ops, for every call
     report = _report(folder, manifest, refused)

@@ -191,10 +191,12 @@ def breach(call: KernelCall, spec: Any) -> str | None:
 def subgraph(gm: torch.fx.GraphModule, match: Match) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
     """The match's nodes as a GraphModule of their own, and the outer nodes that feed it (its
     inputs, in order). The module's parameters and buffers the nodes read stay get_attr nodes."""
+    from fact.capture.trace import buffer_tracer
+
     wanted = set(match.nodes)
     nodes = [n for n in gm.graph.nodes if n.name in wanted]
     inside = set(nodes)
-    graph = torch.fx.Graph()
+    graph = torch.fx.Graph(tracer_cls=buffer_tracer())  # so that it pickles (a buffer sliced by an input)
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     inputs: list[torch.fx.Node] = []
     for n in nodes:
