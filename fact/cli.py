@@ -382,7 +382,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     options = Options(quick=args.quick, compile=not args.no_compile, compile_mode=args.compile_mode,
                       export=args.export, reps=args.reps, budget_s=args.budget, jobs=args.jobs,
                       seeds=tuple(range(args.seeds)))
-    result = run(selection, args.out, options, command="fact " + " ".join(sys.argv[1:]))
+    flags = [("--only", args.only), ("--precision", args.precision), ("--out", args.out),
+             ("--budget", args.budget), ("--reps", args.reps), ("--seeds", args.seeds), ("--jobs", args.jobs),
+             ("--compile-mode", args.compile_mode)]
+    switches = [name for name, on in (("--quick", args.quick), ("--export", args.export),
+                                      ("--no-compile", args.no_compile)) if on]
+    command = " ".join(["fact bench", *(f"{k} '{v}'" for k, v in flags if v is not None), *switches])
+    result = run(selection, args.out, options, command=command)
     wrong = wrong_outputs(result)
     for r in wrong:
         print(f"fact bench: WRONG OUTPUT: {r['module']} {r['precision']}: fact err {r['fact_err']:.3g}, "

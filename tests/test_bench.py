@@ -183,6 +183,24 @@ def test_cli_bench_help_and_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--dry-run", "--precision", "fp8"]) == 2
 
 
+def test_cli_dry_run_lists_the_kernels_a_selection_needs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--dry-run", "--kernels", "--quick", "--only", "^linear_(relu|bias)$",
+                 "--precision", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "2 distinct kernels" in out and "sm90_gemm_bf16_tn" in out and "bias_relu" in out
+
+
+def test_a_failing_compile_keeps_the_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("planted compile failure")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    options = Options(quick=True, device="cpu", prebuild=False, reps=2, warmup=0, timer=lambda f, s, w, r: [1.0, 1.0],
+                      say=lambda line: None)
+    [row] = run(select("^gemm_irregular$", "bf16"), tmp_path, options)["rows"]
+    assert row["compile_ms"] is None and row["fact_ms"] == 1.0 and "planted compile failure" in row["error"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the no-GPU path")
 def test_cli_bench_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["bench", "--only", "^linear_relu$", "--out", str(tmp_path)]) == 1

@@ -172,7 +172,8 @@ def run(selection: Selection, out: Path | str | None, options: Options | None = 
         if out_dir is not None:
             _write_json(out_dir / "bench.json", result)
 
-    _raise_recompile_limits()
+    if options.compile:
+        _raise_recompile_limits()
     builds = _prebuild(rows, cases, options) if options.prebuild and options.device == "cuda" else None
     prepared: list[_Prepared] = []
     for row in rows:
@@ -236,6 +237,18 @@ def _module(case: Case, precision: str, options: Options) -> tuple[Any, tuple[tu
     return module.to(dtype=dtype_of(precision)).to(options.device).eval(), shapes
 
 
+_KB: list[Any] = []
+
+
+def _knowledge() -> Any:
+    """One in-memory knowledge base for the whole suite (its lexical index is built once)."""
+    if not _KB:
+        from fact.knowledge.base import KnowledgeBase
+
+        _KB.append(KnowledgeBase.in_memory())
+    return _KB[0]
+
+
 def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.ThreadPoolExecutor:
     """Start building every kernel the selected rows will ask for (each distinct one once), in
     parallel; synthesize later finds them in the build cache. Failures are left for synthesize to
@@ -253,8 +266,9 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
             module, shapes = _module(cases[row.module], row.precision, options)
             with precision_mode(row.precision):
                 plan, _ = discover_captured(module, fresh_inputs(shapes, dtype_of(row.precision), options.device),
-                                            precision=synthesize_precision(row.precision), check=False)
-            for r in realizations(plan):
+                                            precision=synthesize_precision(row.precision), check=False,
+                                            kb=_knowledge())
+            for r in realizations(plan, kb=_knowledge()):
                 if r.spec is None:
                     continue
                 req = build_request(r.render())
@@ -290,7 +304,7 @@ def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
             composed, dispatches = module, {}
             try:
                 synthesis = fact.synthesize(module, example, precision=synthesize_precision(row.precision),
-                                            benchmark=False, seeds=options.seeds,
+                                            benchmark=False, seeds=options.seeds, kb=_knowledge(),
                                             on_stage=lambda line: options.say(f"[{row.module} {row.precision}] {line}"))
                 composed, dispatches = synthesis.module, synthesis.dispatches()
                 _read_report(row, synthesis.report)
@@ -300,15 +314,7 @@ def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
                 row.error = traceback.format_exc()[-2000:]
             row.synthesize_s = round(time.perf_counter() - t0, 2)
             _check(row, module, composed, shapes, dtype, options)
-            compiled = None
-            if options.compile:
-                compiled = torch.compile(module, mode=options.compile_mode)
-                x = fresh_inputs(shapes, dtype, options.device)
-                t0 = time.perf_counter()
-                with torch.no_grad():
-                    y = compiled(*x)
-                row.compile_s = round(time.perf_counter() - t0, 2)
-                row.compile_err = _rel(y, _reference(module, x))
+            compiled = _compile(row, module, shapes, dtype, options) if options.compile else None
             if options.export:
                 row.exported = _export(composed, shapes, dtype, options)
         return _Prepared(row, case, module, composed, compiled, shapes, dispatches)
@@ -320,6 +326,26 @@ def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
     finally:
         if options.device == "cuda":
             torch.cuda.empty_cache()
+
+
+def _compile(row: Row, module: Any, shapes: Any, dtype: Any, options: Options) -> Any:
+    """torch.compile of the original module, compiled by its first call; None (and the reason in
+    the row) when compiling fails: the row keeps eager and fact."""
+    import torch
+
+    try:
+        compiled = torch.compile(module, mode=options.compile_mode)
+        x = fresh_inputs(shapes, dtype, options.device)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            y = compiled(*x)
+        row.compile_s = round(time.perf_counter() - t0, 2)
+        row.compile_err = _rel(y, _reference(module, x))
+        return compiled
+    except Exception as exc:
+        row.error += f"torch.compile failed: {type(exc).__name__}: {str(exc)[:300]}\n"
+        options.say(f"[{row.module} {row.precision}] torch.compile failed: {type(exc).__name__}")
+        return None
 
 
 def _read_report(row: Row, report: Any) -> None:
