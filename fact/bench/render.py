@@ -111,11 +111,11 @@ def to_markdown(result: dict[str, Any]) -> str:
         groups = sorted({r["group"] for r in prs})
         summary = []
         for g in groups:
-            t = [r for r in timed(prs) if r["group"] == g]
-            ge = geomean(r["eager_ms"] / r["fact_ms"] for r in t)
-            gc = geomean(r["compile_ms"] / r["fact_ms"] for r in t if r.get("compile_ms"))
-            if t:
-                summary.append(f"{g} ({len(t)}): {_x(ge)} eager, {_x(gc)} compile")
+            in_group = [r for r in timed(prs) if r["group"] == g]
+            ge = geomean(r["eager_ms"] / r["fact_ms"] for r in in_group)
+            gc = geomean(r["compile_ms"] / r["fact_ms"] for r in in_group if r.get("compile_ms"))
+            if in_group:
+                summary.append(f"{g} ({len(in_group)}): {_x(ge)} eager, {_x(gc)} compile")
         if summary:
             lines += ["", "Geometric means of fact's speedup: " + "; ".join(summary) + "."]
     skipped = [r for r in rows if str(r.get("status", "")).startswith("skipped")]
@@ -144,7 +144,7 @@ def plot(result: dict[str, Any], path: Path | str) -> Path | None:
         return None
     height = max(3.0, 0.28 * max(sum(r["precision"] == p for r in rows) for p in precisions) + 1.5)
     fig, axes = plt.subplots(1, len(precisions), figsize=(6.5 * len(precisions), height), squeeze=False)
-    for ax, precision in zip(axes[0], precisions):
+    for ax, precision in zip(axes[0], precisions, strict=True):
         prs = [r for r in rows if r["precision"] == precision]
         names = [r["module"] + ("" if r.get("verified") else " (!)") for r in prs]
         ys = range(len(prs))

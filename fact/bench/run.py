@@ -19,6 +19,7 @@ rows it leaves out say so. Results are written after every row.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import copy
 import json
 import math
@@ -283,16 +284,14 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
 
 
 def _build_quietly(cache: Any, req: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):  # a failure is met again, and recorded, by the synthesize that needs it
         cache.ensure(req)
-    except Exception:  # recorded by the synthesize that needs it
-        pass
 
 
 def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
     import torch
 
-    import fact
+    from fact.compose.synthesize import synthesize
 
     try:
         with precision_mode(row.precision):
@@ -303,7 +302,7 @@ def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
             t0 = time.perf_counter()
             composed, dispatches = module, {}
             try:
-                synthesis = fact.synthesize(module, example, precision=synthesize_precision(row.precision),
+                synthesis = synthesize(module, example, precision=synthesize_precision(row.precision),
                                             benchmark=False, seeds=options.seeds, kb=_knowledge(),
                                             on_stage=lambda line: options.say(f"[{row.module} {row.precision}] {line}"))
                 composed, dispatches = synthesis.module, synthesis.dispatches()

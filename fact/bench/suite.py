@@ -14,6 +14,7 @@ with its sizes.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -84,11 +85,12 @@ class TensorMatrix(nn.Module):
 
 
 def _activation(name: str) -> Any:
-    return {
+    makers: dict[str, Callable[[], Any]] = {
         "identity": nn.Identity, "relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
         "silu": nn.SiLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leaky_relu": lambda: nn.LeakyReLU(0.1),
         "hardtanh": lambda: nn.Hardtanh(-2.0, 2.0), "mish": nn.Mish,
-    }[name]()
+    }
+    return makers[name]()
 
 
 class LinearEpilogue(nn.Module):
@@ -116,7 +118,7 @@ class MLP(nn.Module):
     def __init__(self, widths: tuple[int, ...], activation: str = "gelu") -> None:
         super().__init__()
         layers: list[Any] = []
-        for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(widths)):
             layers.append(nn.Linear(a, b))
             if i < len(widths) - 2:
                 layers.append(_activation(activation))
@@ -140,7 +142,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = torch.softmax(att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
+        mask: Any = self.mask
+        att = torch.softmax(att.masked_fill(mask[:, :, :t, :t] == 0, float("-inf")), dim=-1)
         return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
 
 
