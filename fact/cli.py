@@ -358,6 +358,48 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from fact.bench.suite import select
+
+    try:
+        selection = select(args.only, args.precision)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.dry_run:
+        from fact.bench.dry import kernels, listing
+
+        console = _console()
+        rows = [(e["case"], e["group"], e["inputs"], f"{e['gflop']:g}", e["note"]) for e in listing(selection, args.quick)]
+        columns = [Column("case", key=True), Column("group"), Column("inputs", key=True),
+                   Column("GFLOP", justify="right"), Column("note", wrap=True)]
+        console.print(FitTable(columns, rows, title=f"fact bench: {len(rows)} cases x "
+                                                    f"{', '.join(selection.precisions)}"))
+        if args.kernels:
+            needed = kernels(selection, args.quick)
+            console.print(f"{len(needed)} distinct kernels (sm90):", soft_wrap=True)
+            for name, users in needed.items():
+                console.print(f"  {name}: {_listed(users)}", soft_wrap=True)
+        return 0
+    from fact.bench.run import Options, run, wrong_outputs
+
+    options = Options(quick=args.quick, compile=not args.no_compile, compile_mode=args.compile_mode,
+                      export=args.export, reps=args.reps, budget_s=args.budget, jobs=args.jobs,
+                      seeds=tuple(range(args.seeds)))
+    flags = [("--only", args.only), ("--precision", args.precision), ("--out", args.out),
+             ("--budget", args.budget), ("--reps", args.reps), ("--seeds", args.seeds), ("--jobs", args.jobs),
+             ("--compile-mode", args.compile_mode)]
+    switches = [name for name, on in (("--quick", args.quick), ("--export", args.export),
+                                      ("--no-compile", args.no_compile)) if on]
+    command = " ".join(["fact bench", *(f"{k} '{v}'" for k, v in flags if v is not None), *switches])
+    result = run(selection, args.out, options, command=command)
+    wrong = wrong_outputs(result)
+    for r in wrong:
+        print(f"fact bench: WRONG OUTPUT: {r['module']} {r['precision']}: fact err {r['fact_err']:.3g}, "
+              f"eager err {r['eager_err']:.3g}", file=sys.stderr)
+    print(f"fact bench: results in {args.out}")
+    return 1 if wrong else 0
+
+
 def _module_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     """A command that loads FILE.py:Class with its example inputs (plan, synthesize)."""
     p = sub.add_parser(name, help=help_text)
@@ -439,6 +481,27 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "fact.load reads it) with report.json and report.md")
     s.add_argument("--llm", help="a litellm model string: review the plan with that model")
     s.set_defaults(func=cmd_synthesize)
+
+    b = sub.add_parser("bench", help="eager PyTorch, torch.compile and fact on the benchmark suite, at three "
+                                     "precisions; JSON, markdown and a plot")
+    b.add_argument("--only", metavar="REGEX", help="only the cases whose name matches (searched)")
+    b.add_argument("--precision", default="exact,tf32,bf16", metavar="LIST",
+                   help="comma-separated, from exact, tf32, bf16 (default: all three, in that order)")
+    b.add_argument("--out", default="bench-results", metavar="DIR",
+                   help="where bench.json, bench.md and bench.png go (default bench-results)")
+    b.add_argument("--quick", action="store_true", help="reduced problem sizes (a smoke run)")
+    b.add_argument("--dry-run", action="store_true", help="list the cases and stop (needs no GPU)")
+    b.add_argument("--kernels", action="store_true",
+                   help="with --dry-run: also list the distinct kernels fact would build (discovery only)")
+    b.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    b.add_argument("--compile-mode", default="max-autotune-no-cudagraphs", help="torch.compile's mode")
+    b.add_argument("--export", action="store_true", help="also torch.export every composed module")
+    b.add_argument("--reps", type=_positive_int, default=50, help="timed runs per side (default 50)")
+    b.add_argument("--seeds", type=_positive_int, default=5, help="verification seeds per kernel (default 5)")
+    b.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="stop preparing rows when this much time is spent (the rest are listed as not run)")
+    b.add_argument("--jobs", type=_positive_int, help="parallel kernel builds (default: the CPU count)")
+    b.set_defaults(func=cmd_bench)
     return ap
 
 

@@ -4,7 +4,7 @@ before the end event (work on other streams counts), median of many runs."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 L2_FLUSH_BYTES = 256 << 20  # larger than any current GPU's L2
@@ -29,3 +29,27 @@ def time_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def time_rotating_ms(fn: Callable[..., Any], arg_sets: Sequence[Sequence[Any]], *, warmup: int = 5,
+                     reps: int = 30) -> list[float]:
+    """Milliseconds of `fn(*args)` for `reps` runs, each from a flushed L2, the argument sets taken in
+    turn (so no run reads inputs a previous run left in a cache); the whole list, for a median and
+    its spread."""
+    import torch
+
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    for i in range(warmup):
+        fn(*arg_sets[i % len(arg_sets)])
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*arg_sets[i % len(arg_sets)])
+        torch.cuda.synchronize()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
