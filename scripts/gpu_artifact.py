@@ -62,6 +62,15 @@ def main() -> int:
     row["warm_s"] = time.perf_counter() - start
     row["warm_built_now"] = [it.build_s for it in again.report.items]
     row["items"] = [(it.match_id, it.status, it.reason[:200]) for it in synthesis.report.items]
+    from fact.compose import ops
+
+    row["opcheck"] = {}
+    for name, (op, spec) in ops.registered().items():  # the ops the built libraries define in C++
+        try:
+            torch.library.opcheck(op, ops.sample_args(spec))
+            row["opcheck"][name] = "ok"
+        except Exception as exc:
+            row["opcheck"][name] = f"{type(exc).__name__}: {str(exc)[:300]}"
     row["end_to_end"] = synthesis.report.end_to_end
     work = Path(tempfile.mkdtemp(prefix="fact-artifact-"))
     start = time.perf_counter()
