@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fact.realize.spec import GemmSpec
 from fact.tune import strategies
@@ -188,7 +188,9 @@ class Sweep:
                                 f"runner raised {type(exc).__name__}: {exc}") for _, r in requests]
         for (i, _), m in zip(requests, measured, strict=True):
             out_of_order[i] = m
-        results = [out_of_order[i] for i in range(len(configs))]
+        base = self.progress.baseline_ms
+        results = [m if math.isfinite(m.baseline_ms) or not math.isfinite(base) else replace(m, baseline_ms=base)
+                   for m in (out_of_order[i] for i in range(len(configs)))]
         for c, m in zip(configs, results, strict=True):
             self.budget.spent_configs += 1
             if isinstance(self.budget.clock, SimulatedClock):
