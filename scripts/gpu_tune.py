@@ -150,6 +150,10 @@ def main() -> int:
     runner.close()
     if not args.dry_run:
         _pack_winners(results, args.out / "winners.tar.gz")
+        if results and time.monotonic() - start < args.deadline + 30:
+            spread = _two_process_spread(results[0], builder)
+            say(f"two-process spread (RELIABILITY 11): {json.dumps(spread)}")
+            (args.out / "spread.json").write_text(json.dumps(spread, indent=1))
     say(f"done in {time.monotonic() - start:.0f} s; worker restarts: {getattr(runner, 'restarts', 0)}")
     return 0
 
@@ -166,6 +170,30 @@ def _machinery(dry_run: bool):  # type: ignore[no-untyped-def]
     device: DeviceProfile = detect(0)
     env = Environment.current(torch.cuda.get_device_name(0), device.arch)
     return device, env, LocalRunner(), LocalBuilder(parallel=max(1, (os.cpu_count() or 2) // 2), jobs_per_build=2)
+
+
+def _two_process_spread(result: SweepResult, builder: object) -> dict[str, object]:
+    """The same winner and cuBLAS timed in two fresh worker processes: the medians and their spread."""
+    from fact.tune.request import Config, Knobs
+    from fact.tune.runners.local import LocalRunner
+
+    assert result.best is not None
+    spec, best = result.best
+    lib = builder.build([spec])[spec.key]  # type: ignore[attr-defined]
+    medians: dict[str, list[float]] = {"fact": [], "cublas": []}
+    for _ in range(2):
+        runner = LocalRunner()
+        try:
+            config = Config(spec, Knobs.from_json(best.knobs))
+            got = runner.run([BenchRequest(str(lib.path), lib.module_name, config, result.target.problem),
+                              BenchRequest("", "", config, result.target.problem, baseline=True)])
+        finally:
+            runner.close()
+        medians["fact"].append(got[0].median_ms)
+        medians["cublas"].append(got[1].median_ms)
+    spread = {k: (max(v) - min(v)) / (sum(v) / len(v)) for k, v in medians.items()}
+    return {"shape": _shape(result.target), "kernel": spec.name, "knobs": best.knobs, "medians_ms": medians,
+            "relative_spread_of_medians": spread}
 
 
 def _pack_winners(results: list[SweepResult], dest: Path) -> None:
