@@ -392,3 +392,36 @@ def test_flagged_speedup_never_wins() -> None:
     best = result.best
     assert result.flagged and best is not None
     assert (best[1].spec_key, best[1].knobs) != (liar.spec_key, liar.knobs)
+
+
+# ---- replay of measurements recorded on the H100 ---------------------------------------------
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "tune" / "h100_2026-11-22" / "tuning_export.jsonl"
+H100_ENV = Environment("NVIDIA H100 80GB HBM3", "sm90", "4.2.0.0", "13.0", "2.11.0+cu130")
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recorded H100 measurements")
+@pytest.mark.parametrize("strategy", ["exhaustive", "topk", "random", "model"])
+def test_strategies_replay_h100_measurements(strategy: str, tmp_path: Path) -> None:
+    db = db_at(tmp_path / "h100.sqlite", H100_ENV)
+    assert db.import_(RECORDED).used > 300
+    t = target(2048, 4096, 8192)
+    rows = [m for _, m in db.measurements(t)]
+    full = [m for m in rows if m.ok and m.runs >= 30]
+    assert full, "the recording holds full measurements of this target"
+    runner = ReplayRunner(rows)
+    # replay only what was recorded: the space is the recorded configs
+    space = enumerate_space(t)
+    recorded_keys = {(m.spec_key, m.knobs) for m in rows}
+    space.kernels = [s for s in space.kernels if any(k == s.key for k, _ in recorded_keys)]
+    space.knobs = {s.key: [k for k in space.knobs[s.key] if (s.key, k.to_json()) in recorded_keys]
+                   for s in space.kernels}
+    opts = strategies.Options(ranked=tuple(space.kernels), top_k=len(space.kernels), finalists=2, trials=40,
+                              prescreen_reps=1)
+    from fact.tune.sweep import Budget as B
+    from fact.tune.sweep import Progress, Sweep
+    sweep = Sweep(t, space, runner, NullBuilder(), None, B(configs=60), Progress(t, strategy), reps=1)
+    strategies.get(strategy)(space, sweep, opts)
+    measured = [m for _, m in sweep.results.values() if m.ok]
+    assert measured and all(m.verified for m in measured)
+    best = min(measured, key=lambda m: m.median_ms)
+    assert best.median_ms <= 1.05 * min(m.median_ms for m in full)

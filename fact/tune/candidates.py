@@ -81,7 +81,7 @@ SM90_CLUSTERS: tuple[tuple[int, int], ...] = ((1, 1), (2, 1), (1, 2), (2, 2))
 SM90_SCHEDULES = tuple(Schedule)
 SM90_SCHEDULERS = tuple(Scheduler)
 SM90_SWIZZLES = (1, 2, 4, 8)
-SM90_SPLITS = (1, 2, 4, 8, 16)
+SM90_SPLITS = (1, 2, 4, 8, 16, 32, 64)
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
@@ -148,6 +148,9 @@ def sm90_rules(target: Target, spec: GemmSpec, device: DeviceProfile) -> tuple[s
     t = spec.tiles
     assert isinstance(t, Sm90Tiles)
     tm, tn, tk = t.tile
+    if t.schedule is Schedule.PINGPONG and t.scheduler is Scheduler.STREAMK:
+        # CUTLASS 4.2's ping-pong kernel static_asserts on the stream-K scheduler (seen on the H100)
+        return "validation", "the ping-pong kernel does not support the stream-K tile scheduler"
     if tm % 64 or tn % 8 or tn > 256:
         return "divisibility", f"wgmma needs tile M a multiple of 64 and N a multiple of 8 up to 256, not {tm}x{tn}"
     if (tk * _bytes(target.dtype if spec.math != "tf32" else DType.F32)) % 64:
@@ -189,7 +192,10 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
     knobs = [Knobs(r.value, s, 1) for r in Raster for s in SM90_SWIZZLES]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
-        knobs += [Knobs(Raster.HEURISTIC.value, 1, s) for s in SM90_SPLITS if 1 < s <= k_tiles]
+        tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
+        # more splits than fill the GPU twice over only add reduction work (132 SMs on an H100)
+        knobs += [Knobs(Raster.HEURISTIC.value, 1, s) for s in SM90_SPLITS
+                  if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
     return knobs
 
 
