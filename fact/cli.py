@@ -435,6 +435,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--save", metavar="DIR", help="write report.json and report.md here")
     s.add_argument("--llm", help="a litellm model string: review the plan with that model")
     s.set_defaults(func=cmd_synthesize)
+
+    from fact.tune.cli import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
     return ap
 
 
