@@ -502,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop preparing rows when this much time is spent (the rest are listed as not run)")
     b.add_argument("--jobs", type=_positive_int, help="parallel kernel builds (default: the CPU count)")
     b.set_defaults(func=cmd_bench)
+
+    from fact.tune.cli import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
     return ap
 
 

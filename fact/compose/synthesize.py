@@ -74,8 +74,8 @@ def synthesize(
         example_inputs: the forward call's tensors (a single tensor is one input).
         arch: "sm80" or "sm90" (default: this GPU's, else sm90).
         precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32 modules.
-        tune: search kernel configurations on the GPU (not available yet: the default configs are used,
-            and the report says so).
+        tune: use the tuning database's verified winners for this GPU where it has them (the report
+            names each; `fact tune` fills the database).
         llm: a litellm model name for the optional plan reviewer.
         kb: the KnowledgeBase to ground kernels on (default: the corpus in memory).
         cache: a fact.build.cache.BuildCache (default: the user cache).
@@ -108,10 +108,13 @@ def synthesize(
     plan, captured = discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, agent=agent)
     gpu = torch.cuda.is_available()
     report = _report(plan, gpu)
-    if tune:
-        report.notes.append("tuning is not available yet: every kernel uses its family's default configuration")
     stage("realize: kernel specs and sources")
     real = {r.match_id: r for r in realizations(plan)}
+    if tune:
+        from fact.tune.hook import tuned_realizations
+
+        real, notes, _knobs = tuned_realizations(plan.items, real, mode="db")
+        report.notes.extend(notes)
     for item in plan.items:
         r = real[item.match.id]
         report.items.append(ItemReport(

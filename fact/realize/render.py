@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from fact.core.enums import DType, Layout
-from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Sm80Tiles, Sm90Tiles, Step
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Scheduler, Sm80Tiles, Sm90Tiles, Step
 
 TEMPLATES = Path(__file__).with_name("templates")
 ENV = jinja2.Environment(
@@ -133,6 +133,7 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
         "tile": t.tile, "cluster": t.cluster,
         "kernel_schedule": t.schedule.kernel, "epilogue_schedule": t.schedule.epilogue,
         "scheduler": t.scheduler.cutlass,
+        "streamk": t.scheduler is Scheduler.STREAMK,
         "nodes": nodes,
         "uses_source": any(s.kind == "residual" for s in spec.epilogue),
         "stride_a": _stride(spec.layout_a, "a"), "stride_b": _stride(spec.layout_b, "b"),

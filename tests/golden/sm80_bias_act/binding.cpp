@@ -43,6 +43,20 @@ std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
 
 }  // namespace
 
+namespace {
+// Scheduling knobs the tuner sweeps without recompiling; the defaults are CUTLASS's own.
+int knob_raster = 0, knob_swizzle = 1, knob_splits = 1;
+}  // namespace
+
+void set_knobs(int64_t raster, int64_t swizzle, int64_t splits) {
+  TORCH_CHECK(raster >= 0 && raster <= 2, "raster order must be 0 (heuristic), 1 (along M) or 2 (along N)");
+  TORCH_CHECK(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8");
+  TORCH_CHECK(splits >= 1, "splits must be >= 1");
+  knob_raster = static_cast<int>(raster);
+  knob_swizzle = static_cast<int>(swizzle);
+  knob_splits = static_cast<int>(splits);
+}
+
 // out = chain(a @ b): a [L?, M, K], b [L?, K, N] (row- or column-major in their last two dims),
 // bias [N] and residual [L?, M, N] where the chain has them; out [L?, M, N] row-major, written in place.
 // The caller passes its current CUDA stream (as an integer handle) and the device's SM count,
@@ -78,6 +92,9 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous(), "bias must be a contiguous [N] vector");
   g.bias = bias->data_ptr();
   g.sm_count = static_cast<int>(sms);
+  g.raster = knob_raster;
+  g.swizzle = knob_swizzle;
+  g.splits = knob_splits;
   auto workspace = workspace_for(fact_gemm_workspace(g), out);
   int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(code == 0, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu failed (", code, "): ", fact_last_error());
@@ -116,6 +133,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("run", &run, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu");
   m.def("register_op", &register_op, "define fact::sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu_4053a509 (schema and CUDA kernel) in the dispatcher");
   m.attr("op_name") = "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu_4053a509";
+  m.def("set_knobs", &set_knobs, "set the run-time scheduling knobs of later runs (raster, swizzle, splits)");
   m.attr("kernel_name") = "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu";
   m.attr("spec_key") = "4053a5096334b6778724301dfee2fe4e33fc0a5db1f75e4f30c9c0960d800171";
 }

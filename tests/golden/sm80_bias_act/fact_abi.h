@@ -13,6 +13,9 @@ struct FactGemmArgs {
   void const* bias = nullptr;  // [n] vector broadcast over rows and batches, or null
   void* d = nullptr;        int64_t ldd = 0, batch_d = 0;
   int sm_count = 0;
+  // run-time scheduling knobs (sm90 tile scheduler): raster order (0 heuristic, 1 along M,
+  // 2 along N), swizzle width, K splits (stream-K scheduler only; 1 = its own decomposition)
+  int raster = 0, swizzle = 1, splits = 1;
 };
 
 struct FactAttnArgs {

@@ -43,6 +43,20 @@ std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
 
 }  // namespace
 
+namespace {
+// Scheduling knobs the tuner sweeps without recompiling; the defaults are CUTLASS's own.
+int knob_raster = 0, knob_swizzle = 1, knob_splits = 1;
+}  // namespace
+
+void set_knobs(int64_t raster, int64_t swizzle, int64_t splits) {
+  TORCH_CHECK(raster >= 0 && raster <= 2, "raster order must be 0 (heuristic), 1 (along M) or 2 (along N)");
+  TORCH_CHECK(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8");
+  TORCH_CHECK(splits >= 1, "splits must be >= 1");
+  knob_raster = static_cast<int>(raster);
+  knob_swizzle = static_cast<int>(swizzle);
+  knob_splits = static_cast<int>(splits);
+}
+
 // out = chain(a @ b): a [L?, M, K], b [L?, K, N] (row- or column-major in their last two dims),
 // bias [N] and residual [L?, M, N] where the chain has them; out [L?, M, N] row-major, written in place.
 // The caller passes its current CUDA stream (as an integer handle) and the device's SM count,
@@ -84,6 +98,9 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.ldc = residual->stride(r - 2);
   g.batch_c = r == 3 ? residual->stride(0) : 0;
   g.sm_count = static_cast<int>(sms);
+  g.raster = knob_raster;
+  g.swizzle = knob_swizzle;
+  g.splits = knob_splits;
   auto workspace = workspace_for(fact_gemm_workspace(g), out);
   int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(code == 0, "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual failed (", code, "): ", fact_last_error());
@@ -122,6 +139,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("run", &run, "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual");
   m.def("register_op", &register_op, "define fact::sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd (schema and CUDA kernel) in the dispatcher");
   m.attr("op_name") = "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd";
+  m.def("set_knobs", &set_knobs, "set the run-time scheduling knobs of later runs (raster, swizzle, splits)");
   m.attr("kernel_name") = "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual";
   m.attr("spec_key") = "401d98dd27654f75b60f8107ab8f383df762c9c829cff5a204d931b6b0d85473";
 }

@@ -102,6 +102,8 @@ Gemm::Arguments make_arguments(FactGemmArgs const& g) {
                        {{}, static_cast<ElementC const*>(g.c), stride_c,
                         static_cast<ElementD*>(g.d), stride_d},
                        hw};
+  args.scheduler.max_swizzle_size = g.swizzle;
+  args.scheduler.raster_order = static_cast<decltype(args.scheduler.raster_order)>(g.raster);
   args.epilogue.thread = { { { { {}, {static_cast<ElementC const*>(g.bias), ElementC(0), {}}, {} }, {} }, {{0.5f}}, {} }, {}, {} };
   return args;
 }

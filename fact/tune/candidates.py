@@ -1,0 +1,321 @@
+"""Candidate kernels from the CUTLASS hierarchy, built from data tables and filtered by rules.
+
+sm90: tile x cluster x kernel schedule (which fixes the epilogue schedule) x tile scheduler,
+with raster order, swizzle and split count as run-time knobs. sm80: threadblock x warp x
+instruction shape x stages x swizzle x split-K slices (all compile-time in CUTLASS 2.x).
+
+Every dropped candidate is kept as a Rejection with the rule that dropped it: the spec's own
+validation, shared-memory capacity, accumulator registers, tile divisibility, alignment of the
+problem's leading dimensions. A problem no candidate serves raises NoCandidateError naming the
+reasons, so the caller keeps the original op.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.core.errors import FactError
+from fact.core.specs import ProblemShape
+from fact.realize.spec import (
+    GemmSpec,
+    Mode,
+    Schedule,
+    Scheduler,
+    Sm80Tiles,
+    Sm90Tiles,
+    SpecError,
+    Step,
+)
+from fact.tune.device import H100_SXM, DeviceProfile
+from fact.tune.request import Config, Knobs, Raster
+
+
+class NoCandidateError(FactError):
+    """No kernel of any family can serve the problem; the message lists the reasons."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is tuned: one GEMM (with its epilogue) on one problem shape."""
+
+    arch: Arch
+    dtype: DType
+    precision: Precision
+    layout_a: Layout
+    layout_b: Layout
+    epilogue: tuple[Step, ...]
+    problem: ProblemShape
+
+    @property
+    def epilogue_tag(self) -> str:
+        return ",".join(s.kind for s in self.epilogue) or "none"
+
+    @property
+    def layout_tag(self) -> str:
+        return self.layout_a.blas + self.layout_b.blas
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate the rules dropped, and why."""
+
+    name: str
+    rule: str  # validation | shared_memory | registers | divisibility | alignment | waste
+    reason: str
+
+
+# ---- data tables ----------------------------------------------------------------------------
+# sm90 (wgmma) output tiles per operand width; K is one 128-byte swizzle atom or two.
+SM90_TILES: dict[int, tuple[tuple[int, int, int], ...]] = {
+    16: ((64, 64, 64), (64, 128, 64), (64, 256, 64), (128, 64, 64), (128, 128, 64), (128, 256, 64),
+         (256, 64, 64), (256, 128, 64), (128, 128, 128), (64, 128, 128), (128, 64, 128), (256, 256, 64)),
+    32: ((64, 64, 32), (64, 128, 32), (128, 64, 32), (128, 128, 32), (128, 256, 32), (256, 128, 32),
+         (128, 128, 64), (64, 256, 32)),
+}
+SM90_CLUSTERS: tuple[tuple[int, int], ...] = ((1, 1), (2, 1), (1, 2), (2, 2))
+SM90_SCHEDULES = tuple(Schedule)
+SM90_SCHEDULERS = tuple(Scheduler)
+SM90_SWIZZLES = (1, 2, 4, 8)
+SM90_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+
+# sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
+SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "tensorop": ((128, 256, 32), (256, 128, 32), (128, 128, 32), (64, 256, 32), (256, 64, 32), (64, 128, 32),
+                 (128, 64, 32), (64, 64, 32), (128, 128, 64), (64, 64, 64)),
+    "tf32": ((128, 256, 16), (256, 128, 16), (128, 128, 16), (64, 128, 16), (128, 64, 16), (64, 64, 16),
+             (128, 128, 32), (64, 64, 32)),
+    "3xtf32": ((128, 128, 32), (128, 128, 16), (64, 128, 16), (128, 64, 16), (64, 64, 16), (256, 128, 16)),
+    "simt": ((128, 128, 8), (64, 128, 8), (128, 64, 8), (64, 64, 8), (32, 128, 8)),
+}
+SM80_WARPS = ((64, 64), (64, 32), (32, 64), (32, 32))
+SM80_INSTRUCTION = {"tensorop": (16, 8, 16), "tf32": (16, 8, 8), "3xtf32": (16, 8, 8), "simt": (1, 1, 1)}
+SM80_STAGES = (3, 4, 5)
+SM80_SWIZZLES = (1, 4)
+SM80_SPLITS = (2, 4, 8, 16)
+
+MAX_ACCUMULATORS = 128  # fp32 accumulators per thread that leave room for operands and the epilogue
+LARGE_K_RATIO = 8  # K this many times max(M, N) or more: split-K / stream-K candidates are added
+
+
+def _bytes(dtype: DType) -> int:
+    return dtype.bits // 8
+
+
+def _math(target: Target) -> str:
+    if target.dtype in (DType.BF16, DType.F16):
+        return "tensorop"
+    return "tf32" if target.precision is Precision.TF32 else "3xtf32"
+
+
+def alignment_elements(math: str, dtype: DType) -> int:
+    """Elements per 16-byte access for the path (1 for SIMT)."""
+    return 1 if math == "simt" else 128 // dtype.bits
+
+
+def alignment_problems(target: Target, align: int) -> list[str]:
+    """Why the problem's leading dimensions do not allow `align`-element vector loads."""
+    p = target.problem
+    contiguous_a = ("K", p.k) if target.layout_a is Layout.ROW else ("M", p.m)
+    contiguous_b = ("N", p.n) if target.layout_b is Layout.ROW else ("K", p.k)
+    out = []
+    for operand, layout, (dim, size) in (("A", target.layout_a, contiguous_a), ("B", target.layout_b, contiguous_b),
+                                         ("D", Layout.ROW, ("N", p.n))):
+        if size % align:
+            out.append(f"{operand} is {layout.value}-major, so {dim}={size} must be a multiple of {align} "
+                       f"({align * target.dtype.bits // 8}-byte loads)")
+    return out
+
+
+# ---- sm90 ----------------------------------------------------------------------------------
+def _sm90_consumers(schedule: Schedule) -> int:
+    return 2 if schedule is Schedule.COOPERATIVE else 1
+
+
+def _sm90_epilogue_smem(target: Target, tile: tuple[int, int, int]) -> int:
+    # the TMA epilogue stages a sub-tile of D (and of C when the chain reads a residual)
+    sub = min(tile[0], 128) * min(tile[1], 32) * _bytes(target.dtype)
+    reads_source = any(s.kind == "residual" for s in target.epilogue)
+    return sub * (4 if reads_source else 2)
+
+
+def sm90_rules(target: Target, spec: GemmSpec, device: DeviceProfile) -> tuple[str, str] | None:
+    """The first sm90 rule the spec breaks, as (rule, reason); None if it passes."""
+    t = spec.tiles
+    assert isinstance(t, Sm90Tiles)
+    tm, tn, tk = t.tile
+    if t.schedule is Schedule.PINGPONG and t.scheduler is Scheduler.STREAMK:
+        # CUTLASS 4.2's ping-pong kernel static_asserts on the stream-K scheduler (seen on the H100)
+        return "validation", "the ping-pong kernel does not support the stream-K tile scheduler"
+    if tm % 64 or tn % 8 or tn > 256:
+        return "divisibility", f"wgmma needs tile M a multiple of 64 and N a multiple of 8 up to 256, not {tm}x{tn}"
+    if (tk * _bytes(target.dtype if spec.math != "tf32" else DType.F32)) % 64:
+        return "divisibility", f"tile K={tk} is not a whole shared-memory swizzle atom (64 bytes)"
+    acc = (tm // _sm90_consumers(t.schedule)) * tn // 128
+    if acc > MAX_ACCUMULATORS:
+        return "registers", (f"{t.schedule.value} {tm}x{tn} needs {acc} fp32 accumulators per consumer thread; "
+                             f"at most {MAX_ACCUMULATORS} leave room for operands and the epilogue")
+    stage = (tm * tk + tn * tk) * (4 if spec.math == "tf32" else _bytes(target.dtype))
+    need = 2 * stage + _sm90_epilogue_smem(target, t.tile)
+    if need > device.smem_per_block:
+        return "shared_memory", (f"two pipeline stages of {tm}x{tn}x{tk} plus the epilogue need {need} bytes of "
+                                 f"shared memory; {device.name} allows {device.smem_per_block} per block")
+    cm, cn = t.cluster
+    p = target.problem
+    if (cm > 1 and math.ceil(p.m / tm) < cm) or (cn > 1 and math.ceil(p.n / tn) < cn):
+        return "waste", f"cluster {cm}x{cn} is larger than the {math.ceil(p.m / tm)}x{math.ceil(p.n / tn)} tile grid"
+    if (tm >= 2 * p.m and tm > 64) or (tn >= 2 * p.n and tn > 64):
+        return "waste", f"tile {tm}x{tn} is over twice the problem's {p.m}x{p.n}: a smaller tile serves it"
+    return None
+
+
+def _sm90_specs(target: Target) -> Iterator[GemmSpec]:
+    width = 32 if _math(target) == "tf32" else target.dtype.bits
+    for tile, cluster, schedule, scheduler in itertools.product(
+            SM90_TILES.get(width, ()), SM90_CLUSTERS, SM90_SCHEDULES, SM90_SCHEDULERS):
+        if target.problem.batch > 1:
+            mode = Mode.BATCHED
+        else:
+            mode = Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM
+        yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b,
+                       target.epilogue, mode, Sm90Tiles(tile, cluster, schedule, scheduler))
+
+
+def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
+    """The run-time knob settings worth sweeping for a built sm90 kernel on `problem`."""
+    t = spec.tiles
+    assert isinstance(t, Sm90Tiles)
+    knobs = [Knobs(r.value, s, 1) for r in Raster for s in SM90_SWIZZLES]
+    if t.scheduler is Scheduler.STREAMK:
+        k_tiles = math.ceil(problem.k / t.tile[2])
+        tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
+        # more splits than fill the GPU twice over only add reduction work (132 SMs on an H100)
+        knobs += [Knobs(Raster.HEURISTIC.value, 1, s) for s in SM90_SPLITS
+                  if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
+    return knobs
+
+
+# ---- sm80 ----------------------------------------------------------------------------------
+def sm80_rules(target: Target, spec: GemmSpec, device: DeviceProfile) -> tuple[str, str] | None:
+    """The first sm80 rule the spec breaks, as (rule, reason); None if it passes."""
+    t = spec.tiles
+    assert isinstance(t, Sm80Tiles)
+    (tm, tn, tk), (wm, wn, _), (im, in_, _) = t.threadblock, t.warp, t.instruction
+    if wm % im or wn % in_:
+        return "divisibility", f"warp {wm}x{wn} is not a multiple of instruction {im}x{in_}"
+    if wm * wn // 32 > MAX_ACCUMULATORS:
+        return "registers", f"warp {wm}x{wn} needs {wm * wn // 32} fp32 accumulators per thread (max {MAX_ACCUMULATORS})"
+    elem = 4 if spec.dtype is DType.F32 else _bytes(spec.dtype)
+    need = t.stages * (tm * tk + tn * tk) * elem
+    if need > device.smem_per_block:
+        return "shared_memory", (f"{t.stages} stages of {tm}x{tn}x{tk} need {need} bytes of shared memory; "
+                                 f"{device.name} allows {device.smem_per_block} per block")
+    p = target.problem
+    if (tm >= 2 * p.m and tm > 64) or (tn >= 2 * p.n and tn > 64):
+        return "waste", f"threadblock {tm}x{tn} is over twice the problem's {p.m}x{p.n}: a smaller one serves it"
+    if t.split_k > 1 and p.k // t.split_k < 4 * tk:
+        return "divisibility", f"{t.split_k} K slices of K={p.k} leave under four {tk}-deep steps each"
+    return None
+
+
+def _sm80_specs(target: Target) -> Iterator[GemmSpec]:
+    math_path = _math(target)
+    paths = [math_path] if math_path != "3xtf32" else ["3xtf32", "simt"]
+    large_k = target.problem.k >= LARGE_K_RATIO * max(target.problem.m, target.problem.n)
+    for path in paths:
+        for tb, (wm, wn), stages, swizzle in itertools.product(
+                SM80_THREADBLOCKS[path], SM80_WARPS if path != "simt" else ((32, 64), (32, 32), (64, 32)),
+                SM80_STAGES if path != "simt" else (4,), SM80_SWIZZLES):
+            if tb[0] % wm or tb[1] % wn:
+                continue  # not a warp decomposition of this threadblock (no candidate, no rejection)
+            tiles = Sm80Tiles(tb, (wm, wn, tb[2]), SM80_INSTRUCTION[path], stages, swizzle)
+            mode = Mode.BATCHED if target.problem.batch > 1 else Mode.GEMM
+            yield GemmSpec(Arch.SM80, target.dtype, target.precision, target.layout_a, target.layout_b,
+                           target.epilogue, mode, tiles)
+            if large_k and mode is Mode.GEMM and swizzle == 1:
+                for splits in SM80_SPLITS:
+                    split = Sm80Tiles(tb, (wm, wn, tb[2]), SM80_INSTRUCTION[path], stages, swizzle, splits)
+                    yield GemmSpec(Arch.SM80, target.dtype, target.precision, target.layout_a, target.layout_b,
+                                   target.epilogue, Mode.SPLITK_SERIAL, split)
+
+
+# ---- the space -----------------------------------------------------------------------------
+@dataclass
+class Space:
+    """The candidates of one target: kernels (what nvcc builds), each with its knob settings,
+    and everything the rules dropped with the reason."""
+
+    target: Target
+    kernels: list[GemmSpec]
+    knobs: dict[str, list[Knobs]]
+    rejected: list[Rejection]
+
+    def configs(self, spec: GemmSpec) -> list[Config]:
+        return [Config(spec, k) for k in self.knobs[spec.key]]
+
+    def all_configs(self) -> list[Config]:
+        return [c for spec in self.kernels for c in self.configs(spec)]
+
+    def rejection_summary(self) -> dict[str, int]:
+        return dict(Counter(r.rule for r in self.rejected))
+
+
+def _families(target: Target, device: DeviceProfile) -> list[Arch]:
+    if device.arch is Arch.SM90 and target.arch is Arch.SM90:
+        return [Arch.SM90, Arch.SM80]
+    return [Arch.SM80]
+
+
+def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
+                    families: tuple[Arch, ...] | None = None) -> Space:
+    """Every candidate for `target` on `device`, with the rejected ones and their reasons.
+
+    Args:
+        target: the GEMM and problem to serve.
+        device: limits and rates of the GPU (default: the H100 SXM preset).
+        families: restrict to these kernel families (sm90 = CUTLASS 3.x wgmma, sm80 = CUTLASS 2.x).
+
+    Raises:
+        NoCandidateError: no candidate of any family passes the rules (the message says why).
+    """
+    kernels: list[GemmSpec] = []
+    knobs: dict[str, list[Knobs]] = {}
+    rejected: list[Rejection] = []
+    for family in families or tuple(_families(target, device)):
+        specs = _sm90_specs(target) if family is Arch.SM90 else _sm80_specs(target)
+        rules = sm90_rules if family is Arch.SM90 else sm80_rules
+        seen_alignment: set[str] = set()
+        for spec in specs:
+            verdict = _check(target, spec, device, rules, seen_alignment)
+            if verdict is not None:
+                rejected.append(Rejection(spec.name, *verdict))
+                continue
+            kernels.append(spec)
+            knobs[spec.key] = sm90_knobs(spec, target.problem) if family is Arch.SM90 else [Knobs()]
+    if not kernels:
+        counts = Counter(r.reason for r in rejected)
+        top = "; ".join(f"{reason} ({n}x)" for reason, n in counts.most_common(3))
+        raise NoCandidateError(f"no kernel can serve {target.problem} {target.dtype.value} {target.layout_tag} "
+                               f"[{target.epilogue_tag}]: {top or 'no family for this arch'}. "
+                               "The original op stays; pad the problem to aligned sizes to use fact's kernels.")
+    return Space(target, kernels, knobs, rejected)
+
+
+def _check(target: Target, spec: GemmSpec, device: DeviceProfile, rules: object,
+           seen_alignment: set[str]) -> tuple[str, str] | None:
+    try:
+        spec.validate()
+    except SpecError as exc:
+        return "validation", str(exc)
+    problems = alignment_problems(target, alignment_elements(spec.math, spec.dtype))
+    if problems:
+        return "alignment", "; ".join(problems)
+    return rules(target, spec, device)  # type: ignore[operator]
+
+
+__all__ = ["SM80_THREADBLOCKS", "SM90_CLUSTERS", "SM90_TILES", "NoCandidateError", "Rejection", "Space", "Target",
+           "alignment_problems", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]

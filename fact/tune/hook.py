@@ -1,0 +1,95 @@
+"""How the rest of fact uses the tuning database: tuned specs for a plan's realizations.
+
+    real, notes = tuned_realizations(plan.items, real, mode="db")      # database only
+    real, notes = tuned_realizations(plan.items, real, mode="search")  # tune on a miss (GPU)
+
+A realization whose GEMM has a verified winner in the database (same device and versions)
+gets the winner's spec; its run-time knobs are returned so the loader can apply them once with
+`apply_knobs(module, knobs)`. Anything else keeps its family's default spec, and the notes say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from fact.realize.spec import GemmSpec
+from fact.tune.candidates import NoCandidateError, Target
+from fact.tune.request import Knobs
+
+
+def target_of(match: Any, spec: GemmSpec) -> Target | None:
+    """The tuning target of a GEMM match realized by `spec` (None for other matches)."""
+    if match.problem is None or match.layouts is None:
+        return None
+    return Target(spec.arch, spec.dtype, spec.precision, match.layouts[0], match.layouts[1], spec.epilogue,
+                  match.problem)
+
+
+def apply_knobs(module: Any, knobs: Knobs) -> None:
+    """Set a loaded kernel library's run-time scheduling knobs (libraries without them are left alone)."""
+    if hasattr(module, "set_knobs"):
+        module.set_knobs(knobs.raster, knobs.swizzle, knobs.splits)
+
+
+def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str = "db", db: Any = None,
+                       search: Any = None) -> tuple[dict[str, Any], list[str], dict[str, Knobs]]:
+    """Replace default specs with tuned ones where the database has them.
+
+    Args:
+        items: the plan's items (each with a .match).
+        real: realizations by match id (fact.realize.Realization).
+        mode: "db" (use the database only) or "search" (also tune a miss with `search`).
+        db: the TuningDB (default: this GPU's environment at the default path).
+        search: a callable Target -> SweepResult used on a miss in "search" mode.
+
+    Returns:
+        (realizations, notes for the report, knobs by match id).
+    """
+    if db is None:
+        db = _default_db()
+    out, notes, knobs = dict(real), [], {}
+    for item in items:
+        r = real.get(item.match.id)
+        if r is None or not isinstance(r.spec, GemmSpec):
+            continue
+        target = target_of(item.match, r.spec)
+        if target is None:
+            continue
+        best = db.best(target) if db is not None else None
+        if best is None and mode == "search" and search is not None:
+            try:
+                result = search(target)
+                best = result.best
+            except NoCandidateError as exc:
+                notes.append(f"{item.match.id}: not tuned ({exc})")
+                continue
+        if best is None:
+            notes.append(f"{item.match.id}: no tuned kernel for {target.problem} in the database; default "
+                         f"{r.spec.name}")
+            continue
+        spec, m = best
+        out[item.match.id] = replace(r, spec=spec)
+        knobs[item.match.id] = Knobs.from_json(m.knobs)
+        notes.append(f"{item.match.id}: tuned {spec.name} ({m.median_ms:.4f} ms"
+                     + (f", {m.speedup:.2f}x cuBLAS" if m.speedup == m.speedup else "") + ")")
+    return out, notes, knobs
+
+
+def _default_db() -> Any:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        from fact.tune.db import Environment, TuningDB
+        from fact.tune.device import detect
+
+        device = detect(0)
+        return TuningDB(None, Environment.current(torch.cuda.get_device_name(0), device.arch))
+    except ImportError:
+        return None
+
+
+__all__ = ["apply_knobs", "target_of", "tuned_realizations"]

@@ -1,0 +1,136 @@
+"""Ranking candidates before anything is built.
+
+The analytic model (always available) predicts a kernel's time on a problem from its tile
+shape and the device profile:
+
+    tiles      = ceil(M / tile_M) * ceil(N / tile_N) * batch
+    k_steps    = ceil(K / tile_K)           (per split, for split-K)
+    step_time  = 2 * tile_M * tile_N * tile_K / (peak_per_SM * tile_efficiency)
+    persistent: time = ceil(tiles * splits / SMs) * (k_steps + PROLOGUE_STEPS) * step_time
+    stream-K:   time = ceil(tiles * k_steps / SMs) * step_time * (1 + fixup)  + PROLOGUE_STEPS * step_time
+    memory:     bytes(A, B, D [, residual]) / bandwidth
+    predicted  = max(compute, memory) + LAUNCH_US
+
+tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
+saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,
+basic warp-specialized 0.85) and cluster (a 2-CTA cluster shares operand loads: 1.02). It ranks
+wave quantisation, padding waste and split decomposition right, which is what prunes a search;
+the measurements decide.
+
+With the optional `nvidia-matmul-heuristics` package (proprietary, CPU-only; `pip install
+'fact[heuristics]'`), its own ranking of the same candidates is used where it covers the
+architecture, always queried with the device's GPU preset (without one it answers for an A100).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from fact.core.enums import Arch
+from fact.core.specs import ProblemShape
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90Tiles
+from fact.tune.device import DeviceProfile
+
+PROLOGUE_STEPS = 2.0  # pipeline fill and epilogue, in K steps
+LAUNCH_US = 4.0
+STREAMK_FIXUP = 0.06
+SCHEDULE_FACTOR = {Schedule.COOPERATIVE: 1.0, Schedule.PINGPONG: 0.97, Schedule.WARP_SPECIALIZED: 0.85}
+CLUSTER_FACTOR = {1: 1.0, 2: 1.02, 4: 1.01}
+
+
+def _tile_efficiency(tm: int, tn: int) -> float:
+    intensity = tm * tn / (tm + tn)
+    return min(1.0, (intensity / (128 * 256 / 384)) ** 0.5)
+
+
+def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, splits: int = 1) -> float:
+    """Predicted milliseconds of `spec` on `problem` (see the module docstring for the model)."""
+    t = spec.tiles
+    if isinstance(t, Sm90Tiles):
+        (tm, tn, tk), family = t.tile, Arch.SM90
+        eff = (_tile_efficiency(tm, tn) * SCHEDULE_FACTOR[t.schedule]
+               * CLUSTER_FACTOR.get(t.cluster[0] * t.cluster[1], 1.0))
+        streamk = t.scheduler is Scheduler.STREAMK
+    else:
+        assert isinstance(t, Sm80Tiles)
+        (tm, tn, tk), family = t.threadblock, Arch.SM80
+        wm, wn, _ = t.warp
+        eff = _tile_efficiency(tm, tn) * min(1.0, (wm * wn / 4096) ** 0.25) * min(1.0, t.stages / 4) ** 0.3
+        streamk = spec.mode is Mode.STREAMK
+        splits = max(splits, t.split_k if spec.mode is Mode.SPLITK_SERIAL else 1)
+    peak_per_sm = device.peak(spec.math, family) * 1e12 / device.sms  # flop/s
+    step_s = 2.0 * tm * tn * tk / (peak_per_sm * max(eff, 1e-3))
+    tiles = math.ceil(problem.m / tm) * math.ceil(problem.n / tn) * problem.batch
+    k_steps = math.ceil(problem.k / tk)
+    if streamk and splits <= 1:
+        compute = math.ceil(tiles * k_steps / device.sms) * step_s * (1 + STREAMK_FIXUP) + PROLOGUE_STEPS * step_s
+    else:
+        per_split = math.ceil(k_steps / splits)
+        compute = math.ceil(tiles * splits / device.sms) * (per_split + PROLOGUE_STEPS) * step_s
+        if splits > 1:
+            compute *= 1 + STREAMK_FIXUP
+    elem = spec.dtype.bits // 8
+    residual = any(s.kind == "residual" for s in spec.epilogue)
+    moved = (problem.m * problem.k + problem.n * problem.k + problem.m * problem.n * (2 if residual else 1)) * elem
+    memory = moved * problem.batch / (device.bandwidth_gbs * 1e9)
+    return (max(compute, memory) + LAUNCH_US * 1e-6) * 1e3
+
+
+def analytic_rank(specs: Sequence[GemmSpec], problem: ProblemShape, device: DeviceProfile) -> list[GemmSpec]:
+    """Specs ordered by predicted time, fastest first (ties broken by name for determinism)."""
+    return sorted(specs, key=lambda s: (predict_ms(s, problem, device), s.name, s.key))
+
+
+def heuristics_rank(specs: Sequence[GemmSpec], problem: ProblemShape,
+                    device: DeviceProfile) -> list[GemmSpec] | None:
+    """nvidia-matmul-heuristics' order of `specs`, or None where it is not installed or does not
+    cover the device. Its preferred tile shapes come first, in its order; the analytic order
+    breaks ties and places the rest."""
+    try:
+        import nvMatmulHeuristics as nvmmh  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    if not device.matmul_heuristics_preset:
+        return None
+    try:
+        preferred = _heuristics_tiles(nvmmh, problem, device, specs)
+    except Exception:
+        return None  # an optional ranking never stops tuning
+    analytic = analytic_rank(specs, problem, device)
+    position = {tile: i for i, tile in enumerate(preferred)}
+
+    def tile_of(s: GemmSpec) -> tuple[int, int, int]:
+        return s.tiles.tile if isinstance(s.tiles, Sm90Tiles) else s.tiles.threadblock
+
+    order = {s.key: i for i, s in enumerate(analytic)}
+    return sorted(specs, key=lambda s: (position.get(tile_of(s), len(position)), order[s.key]))
+
+
+def _heuristics_tiles(nvmmh: object, problem: ProblemShape, device: DeviceProfile,
+                      specs: Sequence[GemmSpec]) -> list[tuple[int, int, int]]:
+    """Tile shapes nvidia-matmul-heuristics prefers for `problem` on the device's preset."""
+    interface = nvmmh.NvMatmulHeuristicsInterface(  # type: ignore[attr-defined]
+        nvmmh.NvMatmulHeuristicsTarget.CUTLASS3 if device.arch is Arch.SM90  # type: ignore[attr-defined]
+        else nvmmh.NvMatmulHeuristicsTarget.CUTLASS, precision="BSB" if specs and specs[0].math == "tensorop" else "TST",
+        flags=nvmmh.NvMatmulHeuristicsFlags.PERF_MODEL_BASED_AUTO_TUNING)  # type: ignore[attr-defined]
+    hardware = interface.createHardwareDescriptor()
+    nvmmh.setHardwarePredefinedGpu(hardware, getattr(nvmmh.NvMatmulHeuristicsNvidiaGpu,  # type: ignore[attr-defined]
+                                                     device.matmul_heuristics_preset))
+    layout = nvmmh.NvMatmulHeuristicsMatmulLayout.NN_ROW_MAJOR  # type: ignore[attr-defined]
+    configs = interface.get_with_mnk(problem.m, problem.n, problem.k, layout, 16, hardware)
+    return [(int(c["kernel"].cta_tile_m), int(c["kernel"].cta_tile_n), int(c["kernel"].cta_tile_k))
+            for c in configs]
+
+
+def rank(specs: Sequence[GemmSpec], problem: ProblemShape, device: DeviceProfile,
+         *, use_heuristics: bool = True) -> tuple[list[GemmSpec], str]:
+    """Specs best first, and the name of the ranking used ("nvidia-matmul-heuristics" or "analytic")."""
+    if use_heuristics:
+        ranked = heuristics_rank(specs, problem, device)
+        if ranked is not None:
+            return ranked, "nvidia-matmul-heuristics"
+    return analytic_rank(specs, problem, device), "analytic"
+
+
+__all__ = ["analytic_rank", "heuristics_rank", "predict_ms", "rank"]

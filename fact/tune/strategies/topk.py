@@ -1,0 +1,32 @@
+"""Heuristic top-k: build the k best-ranked kernels, prescreen them at default knobs with few
+runs, then sweep every run-time knob of the best few with full runs (no recompiling)."""
+
+from __future__ import annotations
+
+import math
+
+from fact.tune.candidates import Space
+from fact.tune.request import Config
+from fact.tune.strategies.base import Evaluate, Options, rank_kernels, seeded
+
+
+def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
+    """Prescreen the top-k kernels (plus the seeds' kernels), then sweep the finalists' knobs."""
+    seeds = seeded(space, options)
+    kernels = [c.spec for c in seeds]
+    for spec in rank_kernels(space, options):
+        if len(kernels) >= options.top_k + len(seeds):
+            break
+        if spec.key not in {k.key for k in kernels}:
+            kernels.append(spec)
+    screen = [Config(spec, space.knobs[spec.key][0]) for spec in kernels]
+    screened = evaluate(screen, reps=options.prescreen_reps)
+    results = sorted(((m.median_ms, i) for i, m in enumerate(screened) if m.ok), key=lambda t: t[0])
+    finalists = [kernels[i] for _, i in results[:options.finalists]]
+    sweep: list[Config] = [c for c in seeds if c.spec.key in {f.key for f in finalists}]
+    for spec in finalists:
+        sweep += [c for c in space.configs(spec) if c.key not in {s.key for s in sweep}]
+    for start in range(0, len(sweep), options.batch):
+        if evaluate.exhausted or not math.isfinite(results[0][0] if results else math.inf):
+            return
+        evaluate(sweep[start:start + options.batch])

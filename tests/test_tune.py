@@ -1,0 +1,427 @@
+"""The tune stage on the CPU: seams, candidates, ranking, database, strategies on replayed
+measurements, and RELIABILITY 7-11's sweep-level properties with planted failures."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import pickle
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.core.specs import ProblemShape
+from fact.realize.spec import Mode, Scheduler, Sm90Tiles, Step
+from fact.tune import strategies
+from fact.tune.candidates import NoCandidateError, Target, enumerate_space
+from fact.tune.db import Environment, TuningDB, spec_from_json, spec_to_json
+from fact.tune.device import H100_SXM, DeviceProfile
+from fact.tune.measurement import Measurement, Status, categorise, failure, summarise
+from fact.tune.rank import analytic_rank, predict_ms, rank
+from fact.tune.request import BenchRequest, Config, Knobs
+from fact.tune.runners.replay import NullBuilder, ReplayRunner
+from fact.tune.sweep import Budget, SimulatedClock, tune
+from tests.tune_support import PLANTED_KINDS, FakeRunner, recorded, target, true_best
+
+ENV = Environment("NVIDIA H100 80GB HBM3", "sm90", "4.2.0.0", "13.0", "2.11.0")
+
+
+def db_at(path: Path, env: Environment = ENV) -> TuningDB:
+    return TuningDB(path, env)
+
+
+# ---- seams ---------------------------------------------------------------------------------
+def test_request_is_picklable_and_holds_no_tensors() -> None:
+    t = target()
+    spec = enumerate_space(t).kernels[0]
+    req = BenchRequest("/x/lib.so", "fact_abc", Config(spec, Knobs(1, 4, 1)), t.problem)
+    back = pickle.loads(pickle.dumps(req))
+    assert back == req and back.knobs.tag == "rm_s4_k1"
+    assert all(type(v).__module__.split(".")[0] != "torch" for v in vars(req).values())
+
+
+def test_a_failure_is_a_value_with_infinite_time() -> None:
+    m = failure("k", "name", Knobs().to_json(), ProblemShape(8, 8, 8), Status.TRAP, "device-side trap")
+    assert not m.ok and m.median_ms == math.inf and m.tflops == 0.0 and m.reason == "device-side trap"
+
+
+def test_speedups_above_ten_are_flagged() -> None:
+    p = ProblemShape(1024, 1024, 1024)
+    fast = Measurement("k", "n", "{}", p, Status.OK, 0.01, baseline_ms=0.2, verified=True)
+    fair = Measurement("k", "n", "{}", p, Status.OK, 0.1, baseline_ms=0.2, verified=True)
+    assert fast.flagged and not fair.flagged and fair.speedup == pytest.approx(2.0)
+
+
+def test_summarise_median_and_spread() -> None:
+    med, spread = summarise([1.0, 1.0, 1.1, 0.9, 1.0, 5.0])
+    assert med == 1.0 and 0 < spread < 0.5
+
+
+@pytest.mark.parametrize(("message", "status"), [
+    ("CUDA error: an illegal memory access was encountered", Status.ILLEGAL_ADDRESS),
+    ("CUDA error: misaligned address", Status.MISALIGNED_ADDRESS),
+    ("CUDA error: unspecified launch failure", Status.TRAP),
+    ("CUDA error: too many resources requested for launch", Status.OUT_OF_RESOURCES),
+    ("kernel failed (1): can_implement: Error Invalid Problem", Status.CANNOT_IMPLEMENT),
+    ("ValueError: nope", Status.ERROR),
+])
+def test_categorise(message: str, status: Status) -> None:
+    assert categorise(message) is status
+
+
+# ---- candidates ----------------------------------------------------------------------------
+def test_space_of_a_square_gemm_validates_and_reasons_every_rejection() -> None:
+    space = enumerate_space(target())
+    assert len(space.kernels) > 100
+    for spec in space.kernels:
+        spec.validate()
+    assert {"validation", "registers"} <= set(space.rejection_summary())
+    assert all(r.reason for r in space.rejected)
+    regs = next(r for r in space.rejected if r.rule == "registers")
+    assert "accumulators" in regs.reason
+
+
+def test_shared_memory_rule_names_need_and_limit() -> None:
+    small = DeviceProfile("small", Arch.SM90, 132, 100_000, 3000.0, {"tensorop": 900.0})
+    space = enumerate_space(target(), small)
+    smem = [r for r in space.rejected if r.rule == "shared_memory"]
+    assert smem and "100000" in smem[0].reason and "bytes" in smem[0].reason
+
+
+def test_knobs_are_run_time_and_splits_only_for_stream_k() -> None:
+    t = target(256, 256, 131072)
+    space = enumerate_space(t)
+    sk = next(s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK)
+    dp = next(s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.PERSISTENT)
+    assert any(k.splits > 1 for k in space.knobs[sk.key])
+    assert all(k.splits == 1 for k in space.knobs[dp.key]) and len(space.knobs[dp.key]) == 12
+    assert any(s.mode is Mode.SPLITK_SERIAL for s in space.kernels)  # sm80 split-K for large K
+
+
+def test_batched_problems_get_batched_kernels() -> None:
+    space = enumerate_space(target(512, 2048, 1024, batch=128))
+    assert space.kernels and all(s.mode is Mode.BATCHED for s in space.kernels)
+
+
+def test_unaligned_shape_raises_with_the_alignment_reason() -> None:
+    with pytest.raises(NoCandidateError, match=r"K=2949 must be a multiple of 8"):
+        enumerate_space(target(8205, 5921, 2949))
+
+
+def test_tf32_space_uses_tf32_tiles() -> None:
+    space = enumerate_space(target(dtype=DType.F32))
+    assert {s.math for s in space.kernels} <= {"tf32"}
+
+
+def test_epilogue_kernels_carry_the_chain() -> None:
+    steps = (Step("bias"), Step("gelu_tanh"))
+    t = Target(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, steps, ProblemShape(4096, 3072, 768))
+    space = enumerate_space(t)
+    assert all(s.epilogue == steps for s in space.kernels)
+
+
+# ---- ranking -------------------------------------------------------------------------------
+def test_ranking_prefers_stream_k_or_split_k_for_large_k() -> None:
+    t = target(256, 256, 524288)
+    ranked, how = rank(enumerate_space(t).kernels, t.problem, H100_SXM)
+    assert how in ("analytic", "nvidia-matmul-heuristics")
+    top = ranked[0]
+    assert top.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL)
+
+
+def test_ranking_prefers_large_tiles_for_a_large_square() -> None:
+    t = target()
+    top = analytic_rank(enumerate_space(t).kernels, t.problem, H100_SXM)[0]
+    assert isinstance(top.tiles, Sm90Tiles) and top.tiles.tile[0] * top.tiles.tile[1] >= 128 * 256
+
+
+def test_prediction_counts_wave_quantisation() -> None:
+    t = target(128 * 33, 256 * 4, 4096)  # exactly one wave of 128x256 tiles
+    spec = next(s for s in enumerate_space(t).kernels if isinstance(s.tiles, Sm90Tiles)
+                and s.tiles.tile == (128, 256, 64) and s.tiles.scheduler is Scheduler.PERSISTENT)
+    one = predict_ms(spec, t.problem, H100_SXM)
+    two = predict_ms(spec, ProblemShape(128 * 34, 256 * 4, 4096), H100_SXM)  # four tiles more: a second wave
+    assert two > 1.8 * one
+
+
+# ---- database ------------------------------------------------------------------------------
+def test_spec_json_round_trips() -> None:
+    for spec in enumerate_space(target(256, 256, 131072)).kernels[::37]:
+        assert spec_from_json(spec_to_json(spec)).key == spec.key
+
+
+def _record_all(db: TuningDB, t: Target, n: int = 20) -> list[Measurement]:
+    space = enumerate_space(t)
+    rec = recorded(t, space)[:n]
+    by_key = {s.key: s for s in space.kernels}
+    for m in rec:
+        db.record(t, by_key[m.spec_key], m)
+    return rec
+
+
+def test_db_round_trip_and_best(tmp_path: Path) -> None:
+    db = db_at(tmp_path / "t.sqlite")
+    t = target()
+    rec = _record_all(db, t)
+    got = db.lookup(t)
+    assert len(got) == len(rec)
+    assert all(m.cached for m in got.values())
+    best = db.best(t)
+    assert best is not None and best[1].median_ms == min(m.median_ms for m in rec)
+
+
+def test_rows_of_another_device_or_version_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    t = target()
+    _record_all(db_at(path, Environment("NVIDIA A100", "sm80", "4.2.0.0", "13.0", "2.11.0")), t)
+    _record_all(db_at(path, Environment(ENV.device, ENV.arch, "4.1.0.0", ENV.cuda, ENV.torch)), t)
+    db = db_at(path)
+    assert db.lookup(t) == {} and db.best(t) is None
+    report = db.load_report()
+    assert report.used == 0 and report.ignored == {"other environment": 40}
+
+
+def test_a_tampered_row_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    db = db_at(path)
+    t = target()
+    _record_all(db, t, 5)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE measurements SET median_ms = 0.0001 WHERE rowid = 1")
+    assert len(db.lookup(t)) == 4 and db.ignored.get("checksum") == 1
+
+
+def test_a_corrupt_file_is_moved_aside(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "t.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    db = db_at(path)
+    assert db.lookup(target()) == {}
+    assert list(tmp_path.glob("t.sqlite.corrupt-*")) and "unreadable" in caplog.text
+    _record_all(db, target(), 3)
+    assert len(db.lookup(target())) == 3
+
+
+def test_export_import_pools_results(tmp_path: Path) -> None:
+    a, b = db_at(tmp_path / "a.sqlite"), db_at(tmp_path / "b.sqlite")
+    t = target()
+    _record_all(a, t, 10)
+    _record_all(db_at(tmp_path / "a.sqlite", Environment("other", "sm90", "x", "y", "z")), t, 4)
+    assert a.export(tmp_path / "pool.jsonl") == 14
+    lines = (tmp_path / "pool.jsonl").read_text().splitlines()
+    lines[3] = lines[3].replace('"runs": 30', '"runs": 31')  # damaged in transit
+    (tmp_path / "pool.jsonl").write_text("\n".join(lines) + "\n")
+    report = b.import_(tmp_path / "pool.jsonl")
+    assert report.used == 13 and report.ignored == {"damaged": 1}
+    assert len(b.lookup(t)) == 9  # the other environment's rows are stored but not trusted
+
+
+def test_nearest_shape_seeds(tmp_path: Path) -> None:
+    db = db_at(tmp_path / "t.sqlite")
+    _record_all(db, target(4096, 4096, 4096), 10)
+    _record_all(db, target(1024, 1024, 1024), 10)
+    near = db.nearest(target(3500, 4096, 4096))
+    assert near is not None and near[0] == ProblemShape(4096, 4096, 4096) and len(near[1]) == 4
+    assert near[1][0][1].median_ms <= near[1][1][1].median_ms
+
+
+def test_patterns_live_in_the_same_file(tmp_path: Path) -> None:
+    db = db_at(tmp_path / "t.sqlite")
+    db.record_pattern("gemm|bf16|bf16|sm90|bias|m4096", "sm90_gemm_x")
+    assert db.lookup_pattern("gemm|bf16|bf16|sm90|bias|m4096") == "sm90_gemm_x" and db.pattern_count() == 1
+
+
+def _writer(path: str, start: int) -> None:
+    db = TuningDB(path, ENV)
+    t = target(1024 + start, 1024, 1024)
+    _record_all(db, t, 25)
+
+
+@pytest.mark.slow
+def test_concurrent_writers(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    db_at(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(path), 8 * i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert db_at(path).load_report().used == 100
+
+
+# ---- strategies on replayed measurements ---------------------------------------------------
+def _sweep(t: Target, runner: ReplayRunner, strategy: str, budget: Budget | None = None,
+           db: TuningDB | None = None, **opts: object):
+    return tune(t, runner=runner, builder=NullBuilder(), db=db, strategy=strategy, budget=budget,
+                options=strategies.Options(**opts), use_heuristics=False)  # type: ignore[arg-type]
+
+
+def test_exhaustive_finds_the_recorded_best() -> None:
+    t = target(2048, 4096, 8192)
+    rec = recorded(t)
+    result = _sweep(t, ReplayRunner(rec), "exhaustive")
+    assert result.best is not None and result.best[1].median_ms == true_best(rec).median_ms
+    assert len(result.measurements) == len(rec) and result.speedup > 0
+
+
+@pytest.mark.parametrize("strategy", ["topk", "random", "model"])
+def test_budgeted_strategies_stay_in_budget_and_do_well(strategy: str) -> None:
+    t = target(2048, 4096, 8192)
+    rec = recorded(t)
+    runner = ReplayRunner(rec)
+    result = _sweep(t, runner, strategy, Budget(configs=60), top_k=8, finalists=2, trials=60, batch=8)
+    assert 0 < len(result.measurements) <= 60
+    best = result.best
+    assert best is not None
+    ordered = sorted(m.median_ms for m in rec)
+    rank_of_best = ordered.index(best[1].median_ms)
+    limit = {"topk": 0.05, "random": 0.25, "model": 0.25}[strategy]
+    assert rank_of_best <= limit * len(ordered), (strategy, rank_of_best, len(ordered))
+
+
+def test_time_budget_with_a_live_eta() -> None:
+    t = target(2048, 4096, 8192)
+    seen = []
+    clock = SimulatedClock()
+    result = _sweep(t, ReplayRunner(recorded(t, seconds=2.0)), "exhaustive", Budget(seconds=100.0, clock=clock),
+                    batch=5)
+    result_count = len(result.measurements)
+    assert 50 <= result_count <= 55  # 2 s each, stopped at the first batch past 100 s
+    tune(t, runner=ReplayRunner(recorded(t)), builder=NullBuilder(), strategy="exhaustive",
+         budget=Budget(configs=20, clock=SimulatedClock()), options=strategies.Options(batch=5),
+         on_progress=seen.append, use_heuristics=False)
+    assert seen and math.isfinite(seen[-1].eta) and seen[-1].done == 20 and seen[-1].planned == 20
+
+
+def test_topk_prescreens_then_sweeps_knobs() -> None:
+    t = target()
+    runner = ReplayRunner(recorded(t))
+    result = _sweep(t, runner, "topk", top_k=6, finalists=2)
+    knobs_per_kernel: dict[str, int] = {}
+    for spec, _ in result.measurements:
+        knobs_per_kernel[spec.key] = knobs_per_kernel.get(spec.key, 0) + 1
+    assert len(knobs_per_kernel) == 6
+    swept = [key for key, n in knobs_per_kernel.items() if n > 1]
+    assert len(swept) == 2  # two finalists, each with every knob setting
+    assert all(knobs_per_kernel[key] == len(enumerate_space(t).knobs[key]) >= 12 for key in swept)
+
+
+def test_second_run_costs_no_gpu_time(tmp_path: Path) -> None:
+    t = target()
+    db = db_at(tmp_path / "t.sqlite")
+    first = _sweep(t, ReplayRunner(recorded(t)), "topk", db=db, top_k=6)
+    again = ReplayRunner(recorded(t))
+    second = _sweep(t, again, "topk", db=db, top_k=6)
+    assert again.calls == 0
+    assert second.best is not None and first.best is not None and second.best[0].key == first.best[0].key
+
+
+def test_interrupted_sweep_resumes(tmp_path: Path) -> None:
+    t = target(2048, 4096, 8192)
+    rec = recorded(t)
+    db = db_at(tmp_path / "t.sqlite")
+    killed = FakeRunner(rec, {}, stop_after=37)
+    with pytest.raises(KeyboardInterrupt):
+        _sweep(t, killed, "exhaustive", Budget(configs=100), db=db, batch=1)
+    assert len(db.lookup(t)) == 37  # whole rows only, every one kept
+    resumed = FakeRunner(rec, {})
+    result = _sweep(t, resumed, "exhaustive", Budget(configs=100), db=db, batch=1)
+    assert len(resumed.measured) == 100  # the budget counts new measurements only
+    assert not {(c.spec.key, c.knobs.to_json()) for c in resumed.measured} & \
+        {(c.spec.key, c.knobs.to_json()) for c in killed.measured[:37]}
+    clean = _sweep(t, ReplayRunner(rec), "exhaustive", Budget(configs=137), batch=1)
+    assert result.best is not None and clean.best is not None
+    assert len(result.measurements) == 137 and result.best[0].key == clean.best[0].key
+
+
+def test_nearest_shape_seeds_a_new_search(tmp_path: Path) -> None:
+    db = db_at(tmp_path / "t.sqlite")
+    old = target(4096, 4096, 4096)
+    _sweep(old, ReplayRunner(recorded(old)), "topk", db=db, top_k=6)
+    new = target(4096, 4096, 3072)
+    result = _sweep(new, ReplayRunner(recorded(new)), "topk", db=db, top_k=6)
+    assert result.seeded_from == "4096x4096x4096"
+
+
+# ---- RELIABILITY 7-11 at the sweep level (planted failures through a fake runner) ------------
+def test_every_planted_failure_kind_is_survived_and_categorised() -> None:
+    t = target(2048, 4096, 8192)
+    rec = recorded(t)
+    victims = rec[: 10 * len(PLANTED_KINDS)]
+    planted = {(m.spec_key, m.knobs): PLANTED_KINDS[i % len(PLANTED_KINDS)] for i, m in enumerate(victims)}
+    result = _sweep(t, FakeRunner(rec, planted), "exhaustive", batch=7)
+    failures = result.failures
+    for kind in PLANTED_KINDS:
+        assert failures.get(kind.value, 0) >= 10, (kind, failures)
+    assert result.best is not None and result.best[1].verified
+
+
+def test_a_runner_that_raises_fails_its_batch_only() -> None:
+    t = target()
+    rec = recorded(t)
+    raise_on = {(rec[0].spec_key, rec[0].knobs)}
+    result = _sweep(t, FakeRunner(rec, {}, raise_on=raise_on), "exhaustive", batch=10)
+    assert result.failures == {"error": 10} and result.best is not None
+
+
+def test_hundred_configs_with_twenty_planted_pick_the_clean_winner() -> None:
+    t = target(2048, 4096, 8192)
+    rec = recorded(t)
+    clean = _sweep(t, ReplayRunner(rec), "exhaustive", Budget(configs=100), batch=10)
+    assert clean.best is not None
+    measured = [m for _, m in clean.measurements]
+    winner = (clean.best[0].key, clean.best[1].knobs)
+    others = [m for m in measured if (m.spec_key, m.knobs) != winner]
+    # 20 planted bad configs among the 100: 10 fail outright, 10 look 50x faster but are wrong
+    bad = {(m.spec_key, m.knobs): (Status.WRONG if i % 2 else PLANTED_KINDS[i % 9]) for i, m in enumerate(others[:20])}
+    dirty = _sweep(t, FakeRunner(rec, bad), "exhaustive", Budget(configs=100), batch=10)
+    assert dirty.best is not None and (dirty.best[0].key, dirty.best[1].knobs) == winner
+    assert sum(dirty.failures.values()) == 20
+
+
+def test_flagged_speedup_never_wins() -> None:
+    t = target()
+    rec = recorded(t)
+    liar = min(rec, key=lambda m: -m.median_ms)
+    from dataclasses import replace
+    rec = [replace(m, median_ms=m.baseline_ms / 20) if m is liar else m for m in rec]
+    result = _sweep(t, ReplayRunner(rec), "exhaustive")
+    best = result.best
+    assert result.flagged and best is not None
+    assert (best[1].spec_key, best[1].knobs) != (liar.spec_key, liar.knobs)
+
+
+# ---- replay of measurements recorded on the H100 ---------------------------------------------
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "tune" / "h100_2026-11-22" / "tuning_export.jsonl"
+H100_ENV = Environment("NVIDIA H100 80GB HBM3", "sm90", "4.2.0.0", "13.0", "2.11.0+cu130")
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recorded H100 measurements")
+@pytest.mark.parametrize("strategy", ["exhaustive", "topk", "random", "model"])
+def test_strategies_replay_h100_measurements(strategy: str, tmp_path: Path) -> None:
+    db = db_at(tmp_path / "h100.sqlite", H100_ENV)
+    assert db.import_(RECORDED).used > 300
+    t = target(2048, 4096, 8192)
+    rows = [m for _, m in db.measurements(t)]
+    full = [m for m in rows if m.ok and m.runs >= 30]
+    assert full, "the recording holds full measurements of this target"
+    runner = ReplayRunner(rows)
+    # replay only what was recorded: the space is the recorded configs
+    space = enumerate_space(t)
+    recorded_keys = {(m.spec_key, m.knobs) for m in rows}
+    space.kernels = [s for s in space.kernels if any(k == s.key for k, _ in recorded_keys)]
+    space.knobs = {s.key: [k for k in space.knobs[s.key] if (s.key, k.to_json()) in recorded_keys]
+                   for s in space.kernels}
+    opts = strategies.Options(ranked=tuple(space.kernels), top_k=len(space.kernels), finalists=2, trials=40,
+                              prescreen_reps=1)
+    from fact.tune.sweep import Budget as B
+    from fact.tune.sweep import Progress, Sweep
+    sweep = Sweep(t, space, runner, NullBuilder(), None, B(configs=60), Progress(t, strategy), reps=1)
+    strategies.get(strategy)(space, sweep, opts)
+    measured = [m for _, m in sweep.results.values() if m.ok]
+    assert measured and all(m.verified for m in measured)
+    best = min(measured, key=lambda m: m.median_ms)
+    assert best.median_ms <= 1.05 * min(m.median_ms for m in full)

@@ -1,0 +1,80 @@
+"""`fact tune` on the CPU (replay of the H100 recording) and the synthesize hook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fact.cli import main
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.realize import Realization
+from fact.realize.catalog import _gemm_match
+from fact.realize.choose import spec_for
+from fact.tune.db import Environment, TuningDB
+from fact.tune.hook import tuned_realizations
+from tests.tune_support import recorded, target
+
+RECORDED = Path(__file__).resolve().parents[1] / "results" / "tune" / "h100_2026-11-22" / "tuning_export.jsonl"
+
+
+@pytest.mark.skipif(not RECORDED.exists(), reason="no recorded H100 measurements")
+def test_tune_gemm_replay_writes_results_and_a_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["tune", "gemm", "--m", "2048", "--n", "4096", "--k", "8192", "--replay", str(RECORDED),
+               "--db", str(tmp_path / "db.sqlite"), "--save", str(tmp_path / "out")])
+    assert rc == 0
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    assert rows[0]["kernel"].startswith("sm90_gemm_bf16_tn") and rows[0]["cublas_ms"] > 0
+    assert list((tmp_path / "out").glob("*.png"))
+    assert "vs cuBLAS" in capsys.readouterr().out
+
+
+def test_unservable_shape_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "empty.jsonl"
+    rec.write_text(json.dumps({"format": "fact-tuning-export", "schema": 1, "rows": 0}) + "\n")
+    rc = main(["tune", "gemm", "--m", "8205", "--n", "5921", "--k", "2949", "--replay", str(rec),
+               "--db", str(tmp_path / "db.sqlite")])
+    assert rc == 1 and "must be a multiple of 8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["tune", "gemm", "--m", "8"], ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8",
+                                                                  "--layout", "xx"], ["tune", "nothing-here.json"]])
+def test_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
+    assert main([*argv, "--db", str(tmp_path / "db.sqlite")]) == 2
+
+
+def test_db_export_import(tmp_path: Path) -> None:
+    src = TuningDB(tmp_path / "a.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    t = target()
+    from fact.tune.candidates import enumerate_space
+
+    space = enumerate_space(t)
+    by_key = {s.key: s for s in space.kernels}
+    for m in recorded(t, space)[:5]:
+        src.record(t, by_key[m.spec_key], m)
+    assert main(["tune", "db", "--db", str(tmp_path / "a.sqlite"), "--export", str(tmp_path / "x.jsonl")]) == 0
+    assert main(["tune", "db", "--db", str(tmp_path / "b.sqlite"), "--import", str(tmp_path / "x.jsonl")]) == 0
+    assert len(TuningDB(tmp_path / "b.sqlite", Environment("d", "sm90", "c", "u", "t")).lookup(t)) == 5
+
+
+def test_synthesize_hook_uses_the_database(tmp_path: Path) -> None:
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    default = spec_for(match, Arch.SM90)
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    real = {match.id: Realization(match.id, default, ())}
+    items = [SimpleNamespace(match=match)]
+    same, notes, knobs = tuned_realizations(items, real, db=db)
+    assert same[match.id].spec == default and "no tuned kernel" in notes[0] and not knobs
+    t = target(match.problem.m, match.problem.n, match.problem.k)
+    from fact.tune.candidates import enumerate_space
+
+    space = enumerate_space(t)
+    by_key = {s.key: s for s in space.kernels}
+    rec = recorded(t, space)[:10]
+    for m in rec:
+        db.record(t, by_key[m.spec_key], m)
+    tuned, notes, knobs = tuned_realizations(items, real, db=db)
+    best = min(rec, key=lambda m: m.median_ms)
+    assert tuned[match.id].spec.key == best.spec_key and "tuned" in notes[0] and match.id in knobs
