@@ -116,3 +116,28 @@ def test_kill_9_during_builds_never_leaves_a_loadable_partial(tmp_path: Path) ->
     start = time.perf_counter()
     final = BuildCache(tmp_path).get(tiny(31))
     assert final.module.value == 31 and time.perf_counter() - start < 120
+
+
+def test_a_note_beside_a_build_lives_as_long_as_the_build(tmp_path: Path) -> None:
+    cache = BuildCache(tmp_path)
+    lib = cache.ensure(tiny(11))
+    assert cache.noted(lib.key, "verified-x") is None
+    cache.note(lib.key, "verified-x", {"category": "ok", "worst": 1e-3})
+    assert BuildCache(tmp_path).noted(lib.key, "verified-x") == {"category": "ok", "worst": 1e-3}
+    (tmp_path / lib.key / "notes" / "verified-y.json").write_text("{not json")
+    assert cache.noted(lib.key, "verified-y") is None
+    lib.path.write_bytes(lib.path.read_bytes() + b"\0")  # the build changed: its notes no longer hold
+    assert cache.noted(lib.key, "verified-x") is None
+
+
+def test_a_verification_record_is_named_by_what_the_outcome_depends_on() -> None:
+    from fact.compose.synthesize import verification_key
+    from fact.realize.catalog import representative
+    from fact.verify.check import GemmCase
+    from fact.verify.worker import Job
+
+    spec = next(s for s in representative() if s.family == "sm90_gemm")
+    job = Job("lib.so", "mod", spec, (GemmCase(128, 128, 64),), (0, 1))
+    assert verification_key(job) == verification_key(Job("other.so", "mod2", spec, job.cases, job.seeds))
+    assert verification_key(job) != verification_key(Job("lib.so", "mod", spec, job.cases, (0, 1, 2)))
+    assert verification_key(job) != verification_key(Job("lib.so", "mod", spec, (GemmCase(128, 128, 72),), job.seeds))

@@ -185,6 +185,27 @@ class BuildCache:
             return None
         return lib
 
+    def note(self, key: str, name: str, record: dict[str, Any]) -> None:
+        """Keep a small JSON record beside the build of `key` (its verification on a device, say),
+        written atomically; `noted` reads it back while the build stays intact."""
+        folder = self.root / key / "notes"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, folder / f"{name}.json")
+
+    def noted(self, key: str, name: str) -> dict[str, Any] | None:
+        """The record `note` kept for `key` under `name`, or None (absent, unreadable, or the build
+        itself is gone or damaged)."""
+        if self.lookup(key) is None:
+            return None
+        try:
+            data = json.loads((self.root / key / "notes" / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def ensure(self, req: BuildRequest) -> Library:
         """Build `req` unless an intact build is cached; load nothing (an untrusted library is
         loaded only in a worker process until it is verified).

@@ -113,7 +113,8 @@ def _verification(it: ItemReport) -> str:
         return "-"
     if "worst" not in v:
         return str(v.get("category", "-"))
-    return f"{v.get('cases', 0)} cases x {v.get('seeds', 0)} seeds, worst {v['worst']:.2g} <= {v.get('tolerance', 0):g}"
+    text = f"{v.get('cases', 0)} cases x {v.get('seeds', 0)} seeds, worst {v['worst']:.2g} <= {v.get('tolerance', 0):g}"
+    return text + (" (an earlier run of this library on this GPU)" if v.get("reused") else "")
 
 
 def _end_to_end_line(e: dict[str, Any]) -> str:

@@ -210,15 +210,21 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             rep.verification = {"category": "build_error"}
             continue
         rep.build_s = round(library.seconds, 2)
-        outcome = run_job(Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds),
-                          timeout=600)
-        if not outcome.ok:
-            rep.status, rep.reason = "kept", f"verification {outcome.category}: {outcome.detail[:300]}"
-            rep.verification = {"category": outcome.category}
-            continue
-        v = outcome.report
-        rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
-                            "worst": v.worst, "tolerance": v.tolerance}
+        job = Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds)
+        name = verification_key(job)
+        earlier = cache.noted(library.key, name)
+        if earlier is not None:  # this very library passed these very cases on this GPU and torch
+            rep.verification = {**earlier, "reused": True}
+        else:
+            outcome = run_job(job, timeout=600)
+            if not outcome.ok:
+                rep.status, rep.reason = "kept", f"verification {outcome.category}: {outcome.detail[:300]}"
+                rep.verification = {"category": outcome.category}
+                continue
+            v = outcome.report
+            rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
+                                "worst": v.worst, "tolerance": v.tolerance}
+            cache.note(library.key, name, rep.verification)
         try:
             call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
                            f"fact_{index}")
@@ -232,6 +238,18 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     stage("check: the composed module against the original, end to end")
     _end_to_end(module, gm, inputs, report, benchmark, synthesis)
     return synthesis
+
+
+def verification_key(job: Any) -> str:
+    """The name of a verification record: what the outcome depends on besides the library itself
+    (the cases, seeds and spec, the GPU, torch and the driver's CUDA)."""
+    import hashlib
+
+    import torch
+
+    parts = [job.target, repr(job.cases), repr(job.seeds), job.spec.key, torch.__version__, str(torch.version.cuda),
+             torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"]
+    return "verified-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 def _cases(spec: Any, match: Any) -> list[Any]:
