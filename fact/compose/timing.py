@@ -12,23 +12,7 @@ L2_FLUSH_BYTES = 256 << 20  # larger than any current GPU's L2
 
 def time_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
     """Median milliseconds of `fn()` over `reps` runs, each from a flushed L2."""
-    import torch
-
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        torch.cuda.synchronize()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(time_rotating_ms(fn, [()], warmup=warmup, reps=reps))
 
 
 def time_rotating_ms(fn: Callable[..., Any], arg_sets: Sequence[Sequence[Any]], *, warmup: int = 5,
