@@ -154,14 +154,53 @@ def test_a_foreign_artifact_is_refused_or_runs_the_original_ops(saved, tmp_path,
     assert any(match in note for note in loaded.report.notes)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_a_kernel_built_for_a_gpu_is_refused_without_one(saved, tmp_path) -> None:
     folder = _copy(saved[3], tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["kernels"][0]["device"] = "cuda"
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    if not torch.cuda.is_available():
-        with pytest.raises(ArtifactError, match="no CUDA GPU here"):
-            fact.load(folder)
+    with pytest.raises(ArtifactError, match="no CUDA GPU here"):
+        fact.load(folder)
+
+
+@pytest.mark.parametrize("path", ["../outside.so", "/etc/passwd"])
+def test_a_manifest_naming_files_outside_the_artifact_is_refused(saved, tmp_path, path) -> None:
+    folder = _copy(saved[3], tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["kernels"][0]["library"] = path
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="not a file inside the artifact"):
+        fact.load(folder)
+
+
+def test_saving_never_replaces_a_folder_that_is_not_an_artifact(saved, tmp_path) -> None:
+    _, synthesis, _, _ = saved
+    precious = tmp_path / "work"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(ArtifactError, match="is not a fact artifact"):
+        synthesis.save(precious)
+    assert (precious / "notes.txt").read_text() == "keep me"
+    first = synthesis.save(tmp_path / "synth")
+    stamp = (first / "manifest.json").stat().st_mtime_ns
+    again = synthesis.save(tmp_path / "synth")  # an earlier artifact is replaced whole
+    assert again == first and (again / "manifest.json").stat().st_mtime_ns >= stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["synth", "work"]  # nothing left aside
+
+
+def test_another_build_of_the_same_op_is_refused_in_one_process(saved, tmp_path) -> None:
+    folder = _copy(saved[3], tmp_path)
+    lib = next((folder / "libs").iterdir())
+    with open(lib, "ab") as f:  # the same op, another binary (as another toolchain would build it)
+        f.write(b"\0" * 16)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    from fact.build.cache import sha256_file
+
+    manifest["kernels"][0]["sha256"] = sha256_file(lib)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="another build of the same kernel"):
+        fact.load(folder)
 
 
 def test_saving_needs_every_library(saved, tmp_path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -276,19 +277,23 @@ def inputs_from_factory(factory: Any) -> list[Any]:
     return out
 
 
+_TRACER_LOCK = threading.Lock()
+
+
 def buffer_tracer() -> type:
     """The tracer fact captures with (`fact.capture.trace.BufferTracer`): torch.fx's, with buffers
     traced as graph nodes, so that `self.mask[:T, :T]` with T taken from an input's size stays in the
     graph (a constant-folded or untraceable slice otherwise). A class of its own, importable by name:
     a pickled GraphModule is traced again on load with the tracer class it was made with. Defined on
     first use, so that torch loads only when needed."""
-    cls = globals().get("BufferTracer")
-    if cls is None:
-        import torch
+    with _TRACER_LOCK:
+        cls = globals().get("BufferTracer")
+        if cls is None:
+            import torch
 
-        cls = type("BufferTracer", (torch.fx.Tracer,), {"proxy_buffer_attributes": True, "__module__": __name__})
-        globals()["BufferTracer"] = cls
-    return cls
+            cls = type("BufferTracer", (torch.fx.Tracer,), {"proxy_buffer_attributes": True, "__module__": __name__})
+            globals()["BufferTracer"] = cls
+        return cls
 
 
 def __getattr__(name: str) -> Any:

@@ -79,7 +79,10 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
     """
     import torch
 
-    folder = Path(folder)
+    folder = Path(folder).absolute()
+    if folder.is_symlink() or (folder.exists() and not (folder / "manifest.json").is_file()):
+        raise ArtifactError(f"{folder} exists and is not a fact artifact: choose a new folder (an artifact "
+                            "folder is replaced whole, so only an earlier artifact may be overwritten)")
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -95,19 +98,36 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
             torch.export.save(exported, work / "exported.pt2")
             files["exported"] = "exported.pt2"
         manifest = {"format": FORMAT, **runtime(), "arch": synthesis.report.arch, "device": synthesis.report.device,
+                    "capability": list(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None,
                     "versions": synthesis.report.versions, "kernels": kernels,
                     "files": {role: {"path": name, "sha256": sha256(work / name)} for role, name in files.items()}}
         (work / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+        _swap_in(work, folder)
     except ArtifactError:
         shutil.rmtree(work, ignore_errors=True)
         raise
     except Exception as exc:
         shutil.rmtree(work, ignore_errors=True)
         raise ArtifactError(f"cannot save the synthesis: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
-    if folder.exists():
-        shutil.rmtree(folder)
-    work.rename(folder)
     return folder
+
+
+def _swap_in(work: Path, folder: Path) -> None:
+    """Put the finished `work` folder at `folder`: an earlier artifact there is moved aside first and
+    removed only once the new one is in place."""
+    old = None
+    if folder.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+        folder.rename(old / "artifact")
+    try:
+        work.rename(folder)
+    except OSError:
+        if old is not None:
+            (old / "artifact").rename(folder)
+        raise
+    finally:
+        if old is not None and folder.exists():
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _save_library(k: ComposedKernel, work: Path) -> dict[str, Any]:
@@ -195,7 +215,9 @@ def _manifest(folder: Path) -> dict[str, Any]:
 def _checked(folder: Path, entry: dict[str, str] | None, what: str) -> Path:
     if not entry:
         raise ArtifactError(f"the manifest of {folder} names no file for {what}")
-    path = folder / entry["path"]
+    path = folder / str(entry.get("path", ""))
+    if path.is_symlink() or not path.resolve().is_relative_to(folder.resolve()):
+        raise ArtifactError(f"the manifest of {folder} names {entry.get('path')!r} for {what}: not a file inside the artifact")
     if not path.is_file():
         raise ArtifactError(f"{what} is missing: {path}")
     if sha256(path) != entry["sha256"]:
@@ -216,12 +238,11 @@ def _foreign(manifest: dict[str, Any]) -> str | None:
 
         if not torch.cuda.is_available():
             return f"for a {manifest.get('arch')} GPU ({manifest.get('device')}), and there is no CUDA GPU here"
-        major, minor = torch.cuda.get_device_capability()
-        arch = manifest.get("arch")
-        if arch == "sm90" and (major, minor) != (9, 0):
-            return f"for sm90 ({manifest.get('device')}), and this GPU is sm{major}{minor}"
-        if arch == "sm80" and major < 8:
-            return f"for sm80, and this GPU is sm{major}{minor}"
+        here_cc = list(torch.cuda.get_device_capability())
+        if manifest.get("capability") != here_cc:  # kernels are verified (and tiles sized) for one GPU generation
+            cc = manifest.get("capability") or ["?", "?"]
+            return (f"and verified on {manifest.get('device')} (sm{cc[0]}{cc[1]}), and this GPU is "
+                    f"{torch.cuda.get_device_name()} (sm{here_cc[0]}{here_cc[1]})")
     return None
 
 
@@ -238,7 +259,7 @@ def _load_libraries(folder: Path, manifest: dict[str, Any]) -> dict[str, str]:
             module = load_library(path, k["module_name"])
             if module.op_name != k["op"]:
                 raise ArtifactError(f"{path} defines fact::{module.op_name}, not fact::{k['op']}")
-            ops.adopt(module, k["kind"])
+            ops.adopt(module, k["kind"], build=k["sha256"])
         except Exception as exc:  # an unloadable library: its calls run the original ops
             refused[k["op"]] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return refused
@@ -247,8 +268,8 @@ def _load_libraries(folder: Path, manifest: dict[str, Any]) -> dict[str, str]:
 def _unpickle(path: Path) -> Any:
     import torch
 
-    try:
-        return torch.load(path, weights_only=False)
+    try:  # without a GPU (an artifact loaded with fallback=True), the module's tensors come to the CPU
+        return torch.load(path, weights_only=False, map_location=None if torch.cuda.is_available() else "cpu")
     except Exception as exc:
         raise ArtifactError(f"{path} cannot be loaded: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec
@@ -20,6 +21,7 @@ NAMESPACE = "fact"
 _LOCK = threading.Lock()
 _REGISTERED: dict[str, Any] = {}
 _SPECS: dict[str, KernelSpec | None] = {}
+_OWNERS: dict[str, str] = {}  # op name -> sha256 of the library that defines it
 
 
 def op_name(spec: KernelSpec, device: str = "cuda") -> str:
@@ -53,16 +55,27 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
         return _REGISTERED[name]
 
 
-def adopt(module: Any, kind: str, spec: KernelSpec | None = None) -> Any:
-    """The op a loaded extension defines: its C++ registers the schema and the kernel (once per
-    process: another copy of the same kernel may have done it already), Python the fake."""
+def adopt(module: Any, kind: str, spec: KernelSpec | None = None, *, build: str | None = None) -> Any:
+    """The op a loaded extension defines: its C++ registers the schema and the kernel, Python the fake.
+
+    One build serves an op name in a process: `build` (the library file's sha256; by default that of
+    `module.__file__`) must be the one that defined it, else ValueError. Python hands back an extension
+    module already imported under the same name, so a caller loading another file says which."""
     import torch
 
+    from fact.build.cache import sha256_file
+
     name = module.op_name
+    build = build or sha256_file(Path(module.__file__))
     with _LOCK:
+        if _OWNERS.get(name, build) != build:
+            raise ValueError(f"fact::{name} is already served in this process by another build of the same kernel "
+                             f"({_OWNERS[name][:12]}, not {build[:12]}): load one of them per process")
         if name not in _REGISTERED:
-            if not hasattr(torch.ops.fact, name):
-                module.register_op()
+            if hasattr(torch.ops.fact, name):
+                raise ValueError(f"fact::{name} exists in this process but was not defined by fact's loader")
+            module.register_op()
+            _OWNERS[name] = build
             torch.library.register_fake(f"{NAMESPACE}::{name}", fake(kind))
             _REGISTERED[name] = getattr(torch.ops.fact, name).default
             _SPECS[name] = spec
