@@ -312,7 +312,24 @@ def _symbolic_trace(module: Any) -> Any:
         if isinstance(node.type, str):  # would make the GraphModule unpicklable
             node.type = None
     name = module.__class__.__name__ if isinstance(module, torch.nn.Module) else module.__name__
-    return torch.fx.GraphModule(tracer.root, graph, name)
+    gm = torch.fx.GraphModule(tracer.root, graph, name)
+    if isinstance(module, torch.nn.Module):
+        _keep_persistence(gm, module)
+    return gm
+
+
+def _keep_persistence(gm: Any, module: Any) -> None:
+    """Buffers the module registered as non-persistent stay so in the GraphModule (it registers the
+    buffers its get_attr nodes read as persistent), so both have the same state_dict."""
+    for prefix, sub in module.named_modules():
+        for name in sub._non_persistent_buffers_set:
+            owner_path, _, attr = (f"{prefix}.{name}" if prefix else name).rpartition(".")
+            try:
+                owner = gm.get_submodule(owner_path)
+            except AttributeError:
+                continue
+            if attr in owner._buffers:
+                owner._non_persistent_buffers_set.add(attr)
 
 
 def example_inputs_from_specs(specs: Sequence[tuple[tuple[int, ...], str]]) -> list[Any]:

@@ -71,9 +71,9 @@ class Dispatch(nn.Module):
         return self.original(*inputs)
 
 
-# The original subgraph's parameters and buffers are the enclosing module's own tensors (the same
-# objects): they are saved and loaded under their own names there, never twice, so a composed
-# module's state_dict is the original module's.
+# The original subgraph holds no tensor of its own: get_attr reads come in as inputs, and the modules
+# it calls are the enclosing module's own (the same objects). Their tensors are saved and loaded
+# under their names there, never twice, so a composed module's state_dict is the original module's.
 
 def _without_original(module: nn.Module, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
     for key in [k for k in state_dict if k.startswith(prefix + "original.")]:
@@ -81,11 +81,10 @@ def _without_original(module: nn.Module, state_dict: dict[str, Any], prefix: str
 
 
 def _original_as_is(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
-    """Loading: the original subgraph's tensors take what the enclosing module loads under the same
-    names (its get_attr targets are the enclosing module's), or keep their own."""
-    outer = prefix[: prefix.rstrip(".").rfind(".") + 1]
+    """Loading: the original subgraph's tensors belong to modules the enclosing module also holds
+    (the same objects), loaded there; here they load as they are at this moment."""
     for name, t in module.original.state_dict(keep_vars=True).items():
-        state_dict.setdefault(f"{prefix}original.{name}", state_dict.get(outer + name, t))
+        state_dict.setdefault(f"{prefix}original.{name}", t)
 
 
 def _attribute(module: nn.Module, name: str) -> Any:
@@ -190,37 +189,41 @@ def breach(call: KernelCall, spec: Any) -> str | None:
 
 def subgraph(gm: torch.fx.GraphModule, match: Match) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
     """The match's nodes as a GraphModule of their own, and the outer nodes that feed it (its
-    inputs, in order). The module's parameters and buffers the nodes read stay get_attr nodes."""
+    inputs, in order). Parameters and buffers read through get_attr stay in the enclosing graph and
+    come in as inputs, so the enclosing module alone owns them (its state_dict, .to() and
+    load_state_dict(assign=True) reach every use); modules called by the match are shared."""
     from fact.capture.trace import buffer_tracer
 
-    wanted = set(match.nodes)
-    nodes = [n for n in gm.graph.nodes if n.name in wanted]
-    inside = set(nodes)
+    body = _body(gm, match)
+    inside = set(body)
     graph = torch.fx.Graph(tracer_cls=buffer_tracer())  # so that it pickles (a buffer sliced by an input)
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     inputs: list[torch.fx.Node] = []
-    for n in nodes:
+    for n in body:
         for a in n.all_input_nodes:
-            if a in inside or a in env:
-                continue
-            if a.op == "get_attr":
-                env[a] = graph.get_attr(a.target)
-            else:
+            if a not in inside and a not in env:
                 env[a] = graph.placeholder(f"in_{len(inputs)}")
                 inputs.append(a)
-    for n in nodes:
+    for n in body:
         env[n] = graph.node_copy(n, lambda x: env[x])
-    [out] = [n for n in nodes if n.name == match.output]
+    [out] = [n for n in body if n.name == match.output]
     graph.output(env[out])
     return torch.fx.GraphModule(gm, graph, f"original_{match.anchor}"), inputs
 
 
+def _body(gm: torch.fx.GraphModule, match: Match) -> list[torch.fx.Node]:
+    """The nodes a Dispatch replaces: the match's, less the get_attr reads (they stay outside)."""
+    wanted = set(match.nodes)
+    return [n for n in gm.graph.nodes if n.name in wanted and n.op != "get_attr"]
+
+
 def escapes(gm: torch.fx.GraphModule, match: Match) -> str | None:
     """Why the match's nodes cannot be replaced by one call: an intermediate value used outside it."""
-    wanted = set(match.nodes)
-    for n in gm.graph.nodes:
-        if n.name in wanted and n.name != match.output:
-            outside = [u.name for u in n.users if u.name not in wanted]
+    body = _body(gm, match)
+    names = {n.name for n in body}
+    for n in body:
+        if n.name != match.output:
+            outside = [u.name for u in n.users if u.name not in names]
             if outside:
                 return f"{n.name} is also used by {', '.join(outside)} outside the kernel"
     return None
@@ -229,38 +232,42 @@ def escapes(gm: torch.fx.GraphModule, match: Match) -> str | None:
 def replace(gm: torch.fx.GraphModule, match: Match, dispatch: Dispatch, inputs: list[torch.fx.Node],
             name: str) -> None:
     """Put `dispatch` where the match's nodes were (gm is changed in place; call gm.recompile())."""
-    wanted = set(match.nodes)
-    nodes = [n for n in gm.graph.nodes if n.name in wanted]
-    [out] = [n for n in nodes if n.name == match.output]
+    body = _body(gm, match)
+    [out] = [n for n in body if n.name == match.output]
     gm.add_submodule(name, dispatch)
     with gm.graph.inserting_before(out):
         call = gm.graph.call_module(name, tuple(inputs))
     out.replace_all_uses_with(call)
-    for n in reversed(nodes):
+    for n in reversed(body):
         gm.graph.erase_node(n)
 
 
 def operands_for(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.Node],
                  original: torch.fx.GraphModule) -> tuple[Operand, ...]:
-    """The kernel's operands, by role, as Dispatch inputs or the module's own tensors (parameters and
-    buffers, by qualified name), with their captured geometry."""
+    """The kernel's operands, by role, as Dispatch inputs or parameters of a module the match calls
+    (by qualified name), with their captured geometry."""
     by_name = {n.name: i for i, n in enumerate(inputs)}
-    attrs = {n.name: str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
     out = []
     for role, ref in match.operands:
         if role == "mask":
             continue
-        if ref.startswith("param:") or ref in attrs:
-            name = ref.removeprefix("param:") if ref.startswith("param:") else attrs[ref]
+        if ref in by_name:
+            node = inputs[by_name[ref]]
+            spec = node.meta.get("fact_spec")
+            if spec is not None:
+                out.append(Operand(role, by_name[ref], None, spec.shape, spec.strides, spec.dtype.torch_name))
+                continue
+            if node.op == "get_attr":
+                t = _attribute(gm, str(node.target))
+                out.append(Operand(role, by_name[ref], None, tuple(t.shape), tuple(t.stride()),
+                                   str(t.dtype).removeprefix("torch.")))
+                continue
+        elif ref.startswith("param:"):
+            name = ref.removeprefix("param:")
             t = _attribute(original, name)
-            shape, stride, dtype = tuple(t.shape), tuple(t.stride()), str(t.dtype).removeprefix("torch.")
-            out.append(Operand(role, None, name, shape, stride, dtype))
+            out.append(Operand(role, None, name, tuple(t.shape), tuple(t.stride()), str(t.dtype).removeprefix("torch.")))
             continue
-        node = inputs[by_name[ref]] if ref in by_name else None
-        spec = node.meta.get("fact_spec") if node is not None else None
-        if node is None or spec is None:
-            raise LookupError(f"operand {role} ({ref}) is not an input of the subgraph")
-        out.append(Operand(role, by_name[ref], None, spec.shape, spec.strides, spec.dtype.torch_name))
+        raise LookupError(f"operand {role} ({ref}) is not an input of the subgraph")
     return tuple(out)
 
 
