@@ -41,8 +41,9 @@ Mode = Literal["hybrid", "dense", "lexical"]
 DEFAULT_INDEX = REPO_ROOT / "index"
 RRF_K = 60  # reciprocal-rank-fusion constant (Cormack et al.)
 # The boost of an example that has everything the query implies, in reciprocal-rank units:
-# about what moving from rank 10 to rank 1 of one ranking is worth.
-HINT_WEIGHT = 0.5 / RRF_K
+# 0.3 of a first place, a tie-breaker worth a few places in both rankings, never enough to
+# lift an example neither ranking found.
+HINT_WEIGHT = 0.3 / (RRF_K + 1)
 POOL = 40  # candidates taken from each ranking before fusion, at least
 SCHEMA_VERSION = "2"  # 2: rows carry their provenance (indexed_by, entry_file, summary)
 UPSTREAM = "cutlass-examples"
@@ -355,7 +356,8 @@ class KnowledgeBase:
         for weight, ranking in zip(weights, (dense, lexical), strict=True):
             for rank, (i, _) in enumerate(ranking):
                 fused[i] = fused.get(i, 0.0) + weight / (RRF_K + rank + 1)
-        hinted = {i: query.matches(meta_by_id.get(i, {})) for i in fused} if hybrid and query.hints else {}
+        hinted = {i: query.matches(meta_by_id.get(i, {}), inferred=meta_by_id.get(i, {}).get("source") == UPSTREAM)
+                  for i in fused} if hybrid and query.hints else {}
         for i, share in hinted.items():
             fused[i] += HINT_WEIGHT * share
         d_rank = {i: r for r, (i, _) in enumerate(dense)}

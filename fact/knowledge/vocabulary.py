@@ -65,7 +65,8 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("exactfp32", rf"\b(?:exact|accurate|full)\w* {_FP32}\b|\bfp ?32 accura|\bprecision exact\b"
             r"|\b(?:no|without|not|never) tf ?32\b",
             _is("precision", "exact"), shadows=("tf32",)),
-    Concept("tf32", r"\btf ?32\b|\btfloat ?32\b", _is("precision", "tf32")),
+    # TF32 alone, not the TF32 inside 3xTF32, which is another precision.
+    Concept("tf32", r"(?<!\b3 x )(?<!\b3x )\btf ?32\b|\btfloat ?32\b", _is("precision", "tf32")),
     Concept("simt", r"\bsimt\b|\bcuda cores?\b|\bffma\b", _is("math", "simt")),
     Concept("bf16", r"\bbf ?16\b|\bbfloat ?16\b", _is("precision", "bf16")),
     Concept("fp16", r"\bfp ?16\b|\bf ?16\b|\bfloat ?16\b|\bhalf\b", _is("precision", "fp16")),
@@ -122,11 +123,19 @@ class Query:
     hints: Mapping[str, frozenset[tuple[str, object]]]  # group -> acceptable (key, value) pairs
     code_share: float  # the fraction of its words that are code (identifiers, templates)
 
-    def matches(self, meta: Mapping[str, object]) -> float:
-        """The fraction of the hints `meta` satisfies (0 when there are none)."""
+    def matches(self, meta: Mapping[str, object], *, inferred: bool = False) -> float:
+        """The fraction of the hints `meta` satisfies (0 when there are none).
+
+        Args:
+            meta: an example's flat metadata.
+            inferred: the metadata was guessed from a scan (CUTLASS's own examples, whose
+                precision is the first element type found and whose epilogue is not read),
+                so hints other than the op family count as half met whatever it says.
+        """
         if not self.hints:
             return 0.0
-        hit = sum(any(meta.get(k) == v for k, v in pairs) for pairs in self.hints.values())
+        hit = sum(0.5 if inferred and group != "op" else any(meta.get(k) == v for k, v in pairs)
+                  for group, pairs in self.hints.items())
         return hit / len(self.hints)
 
 
