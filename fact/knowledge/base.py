@@ -39,11 +39,13 @@ from fact.knowledge.vocabulary import analyse
 log = logging.getLogger(__name__)
 Mode = Literal["hybrid", "dense", "lexical"]
 DEFAULT_INDEX = REPO_ROOT / "index"
-RRF_K = 60  # reciprocal-rank-fusion constant (Cormack et al.)
-# The boost of an example that has everything the query implies, in reciprocal-rank units:
-# 0.3 of a first place, a tie-breaker worth a few places in both rankings, never enough to
-# lift an example neither ranking found.
-HINT_WEIGHT = 0.3 / (RRF_K + 1)
+# Reciprocal-rank-fusion constant. Cormack et al.'s 60 suits long rankings; ours are a few
+# dozen examples per architecture, where the first places should count for more.
+RRF_K = 20
+# The boost of an example that has everything the query implies, in reciprocal-rank units
+# (half a first place): it reorders what the rankings found, and an example neither ranking
+# found is never a candidate.
+HINT_WEIGHT = 0.5 / (RRF_K + 1)
 POOL = 40  # candidates taken from each ranking before fusion, at least
 SCHEMA_VERSION = "2"  # 2: rows carry their provenance (indexed_by, entry_file, summary)
 UPSTREAM = "cutlass-examples"

@@ -4,7 +4,7 @@
 (kernel, tma, warp, specialized, cooperative), so an exact identifier in a query
 scores high while a plain-words query still matches. Every text also carries the
 canonical term of each concept it spells (`vocabulary.CONCEPTS`: `split-K`, `splitk`
-and `GemmSplitKParallel` all add `splitk`), and plural words count as their singular.
+and `GemmSplitKParallel` all add `splitk`).
 """
 
 from __future__ import annotations
@@ -21,17 +21,6 @@ _STOP = frozenset(
 )
 
 
-def _singular(word: str) -> str:
-    """A plain English plural as its singular (partitions, tiles, cores); identifiers and
-    short words as they are."""
-    if len(word) > 3 and word.isalpha():
-        if word.endswith("ies"):
-            return word[:-3] + "y"
-        if word.endswith("s") and not word.endswith(("ss", "us", "is")):
-            return word[:-1]
-    return word
-
-
 def tokenize(text: str) -> list[str]:
     """Lower-case tokens: whole identifiers, their snake/camel parts, NxMxK shapes, and the
     canonical term of every concept the text spells."""
@@ -39,13 +28,13 @@ def tokenize(text: str) -> list[str]:
     for word in _WORD.findall(text):
         low = word.lower()
         if low not in _STOP and len(low) > 1:
-            tokens.append(_singular(low))
+            tokens.append(low)
         if "_" in word or any(c.isupper() for c in word[1:]):
             for part in re.split(r"_+", word):
                 for sub in _CAMEL.findall(part):
                     s = sub.lower()
                     if s != low and s not in _STOP and len(s) > 1:
-                        tokens.append(_singular(s))
+                        tokens.append(s)
     tokens.extend(concept_terms(text))
     return tokens
 
