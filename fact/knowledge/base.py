@@ -342,16 +342,16 @@ class KnowledgeBase:
             scores = lex.scores(text)
             lexical = sorted(((i, s) for i, s in scores.items() if i in allowed and s > 0),
                              key=lambda t: (-t[1], t[0]))[:depth]
+        query = analyse(text)
         dense: list[tuple[str, float]] = []
         if mode in ("hybrid", "dense") and self.embedder is not None:
-            vec = self.embedder.embed([text])[0]
+            vec = self.embedder.embed([query.dense_text])[0]
             dense = [(i, s) for i, s in self.store.dense_query(vec, depth, where or None) if i in allowed]
         elif mode == "dense":
             log.warning("dense retrieval asked for, but no embedding model is loaded: answering lexically")
             return self.query(text, k=k, where=where, mode="lexical")
 
         hybrid = mode == "hybrid"
-        query = analyse(text)
         # A code query leans on the lexical ranking; one ranking alone keeps weight 1.
         weights = (1.0 - query.code_share / 2, 1.0 + query.code_share) if hybrid else (1.0, 1.0)
         fused: dict[str, float] = {}
