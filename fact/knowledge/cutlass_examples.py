@@ -83,8 +83,8 @@ def _brief(text: str) -> str:
         raw = match.group(1) or match.group(2) or ""
         if not _LICENCE.search(raw) and sum(c.isalpha() for c in _clean(raw)) >= 40:
             return _clean(raw)
-    match = re.search(r"\\brief(.*?)(\*/|\n\s*\n)", text, re.S)
-    return _clean(match.group(1)) if match else ""
+    line = re.search(r"\\brief(.*?)(\*/|\n\s*\n)", text, re.S)
+    return _clean(line.group(1)) if line else ""
 
 
 def _main_source(folder: Path, name: str, sources: list[Path]) -> Path:
