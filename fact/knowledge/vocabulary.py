@@ -104,7 +104,6 @@ CONCEPTS: tuple[Concept, ...] = (
     Concept("headdim", r"\bhead ?dim\b"),
     Concept("raster", r"\braster"),
 )
-_BY_TERM = {c.term: c for c in CONCEPTS}
 
 _CASE = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])")
 _NON_WORD = re.compile(r"[^A-Za-z0-9]+")
@@ -170,11 +169,3 @@ def analyse(text: str) -> Query:
     dense = f"{text} ({', '.join(phrases)})" if phrases else text
     return Query(text, hints, code, dense)
 
-
-def concept(term: str) -> Concept:
-    """The concept whose canonical term is `term`.
-
-    Raises:
-        KeyError: no such concept.
-    """
-    return _BY_TERM[term]
