@@ -5,7 +5,7 @@ import pytest
 
 from fact.core.errors import IndexError_
 from fact.knowledge.base import KnowledgeBase
-from fact.knowledge.evaluate import evaluate, load_queries
+from fact.knowledge.evaluate import HELD_OUT_QUERIES, evaluate, load_queries
 from fact.knowledge.store import MemoryStore, matches, to_chroma_where
 
 from .conftest import CORPUS
@@ -44,12 +44,36 @@ def test_metadata_filters_and_scores(kb: KnowledgeBase) -> None:
 
 
 def test_retrieval_targets(kb: KnowledgeBase) -> None:
-    scores = {s.arch: s for s in evaluate(kb, load_queries(), mode="hybrid")}
-    assert len(load_queries()) >= 40
+    queries = load_queries()
+    assert len(queries) >= 40
+    scores = {s.arch: s for s in evaluate(kb, queries, mode="hybrid")}
     for arch in ("sm80", "sm90", "all"):
-        assert scores[arch].recall_at_5 >= 0.90, scores[arch]
-        assert scores[arch].mrr >= 0.75, scores[arch]
+        assert scores[arch].recall_at_5 >= 0.95, scores[arch]
+        assert scores[arch].mrr >= 0.85, scores[arch]
         assert scores[arch].foreign_hits == 0
+
+
+def test_retrieval_generalises_to_the_held_out_queries(kb: KnowledgeBase) -> None:
+    """The second labelled set, in other people's words, on which retrieval is never tuned."""
+    queries = load_queries(HELD_OUT_QUERIES)
+    assert len(queries) >= 40
+    assert not {q.text for q in queries} & {q.text for q in load_queries()}
+    scores = {s.arch: s for s in evaluate(kb, queries, mode="hybrid")}
+    assert scores["all"].recall_at_5 >= 0.93, scores["all"]
+    assert scores["all"].mrr >= 0.85, scores["all"]
+    for arch in ("sm80", "sm90"):
+        assert scores[arch].recall_at_5 >= 0.92, scores[arch]
+        assert scores[arch].mrr >= 0.85, scores[arch]
+    assert all(s.foreign_hits == 0 for s in scores.values())
+
+
+def test_metadata_hints_reorder_but_never_filter(kb: KnowledgeBase) -> None:
+    hits = kb.query("tanh activation in bf16", arch="sm80", k=20)
+    assert all(h.dense_rank is not None or h.lexical_rank is not None for h in hits)
+    assert hits[0].id == "sm80_gemm_bias_tanh" and hits[0].hint_match == 1.0
+    assert any(h.hint_match == 0.0 for h in hits[:8])  # an example with none of the hints stays high
+    plain = kb.query("tanh activation in bf16", arch="sm80", k=20, mode="lexical")
+    assert all(h.hint_match is None for h in plain)  # one ranking alone is not boosted
 
 
 @pytest.mark.slow

@@ -5,7 +5,11 @@
     hits[0].id, hits[0].score, hits[0].metadata["origin_path"]
 
 Dense (sentence-transformers) and lexical (BM25 over code identifiers) rankings are fused
-by reciprocal rank. Without a dense model, or without chromadb, it answers lexically.
+by weighted reciprocal rank: the more of a query is code (identifiers, template arguments),
+the more the lexical ranking counts, since a sentence model reads prose, not identifiers.
+What the query implies about an example's metadata (its op family, precision, epilogue
+steps: `vocabulary.analyse`) adds a soft boost to the examples that have it; it reorders,
+it never filters. Without a dense model, or without chromadb, it answers lexically.
 
 The index holds two kinds of entries (see `changes`): those a sync keeps in step with the
 corpus folders and CUTLASS's installed examples, and curated ones put there by `ingest`,
@@ -30,11 +34,19 @@ from fact.knowledge.corpus import DEFAULT_CORPUS, REPO_ROOT, CorpusEntry, load_c
 from fact.knowledge.embedding import Embedder, load_embedder
 from fact.knowledge.lexical import LexicalIndex
 from fact.knowledge.store import ChromaStore, MemoryStore, Snapshot, matches
+from fact.knowledge.vocabulary import analyse
 
 log = logging.getLogger(__name__)
 Mode = Literal["hybrid", "dense", "lexical"]
 DEFAULT_INDEX = REPO_ROOT / "index"
-RRF_K = 60  # reciprocal-rank-fusion constant (Cormack et al.)
+# Reciprocal-rank-fusion constant. Cormack et al.'s 60 suits long rankings; ours are a few
+# dozen examples per architecture, where the first places should count for more.
+RRF_K = 20
+# The boost of an example that has everything the query implies, in reciprocal-rank units
+# (half a first place): it reorders what the rankings found, and an example neither ranking
+# found is never a candidate.
+HINT_WEIGHT = 0.5 / (RRF_K + 1)
+POOL = 40  # candidates taken from each ranking before fusion, at least
 SCHEMA_VERSION = "2"  # 2: rows carry their provenance (indexed_by, entry_file, summary)
 UPSTREAM = "cutlass-examples"
 
@@ -50,6 +62,7 @@ class Hit:
     lexical_rank: int | None = None
     dense_score: float | None = None
     lexical_score: float | None = None
+    hint_match: float | None = None  # the fraction of the query's metadata hints this example has
 
     @property
     def arch(self) -> str:
@@ -313,7 +326,8 @@ class KnowledgeBase:
             k: how many hits.
             arch: only examples of this architecture ("sm80"/"sm90").
             where: further flat-metadata filters, chroma syntax ({"op": "gemm"}).
-            mode: "hybrid" (default), "dense" or "lexical".
+            mode: "hybrid" (default; dense and lexical fused, with the query's metadata hints),
+                "dense" or "lexical" (one ranking alone).
         """
         where = dict(where or {})
         if arch is not None:
@@ -321,25 +335,33 @@ class KnowledgeBase:
         lex, snap = self._lexical_index()
         meta_by_id = dict(zip(snap.ids, snap.metadatas, strict=True))
         allowed = {i for i, m in meta_by_id.items() if matches(m, where)}
-        depth = max(k * 4, 20)
+        depth = max(k * 4, POOL)
 
         lexical: list[tuple[str, float]] = []
         if mode in ("hybrid", "lexical"):
             scores = lex.scores(text)
             lexical = sorted(((i, s) for i, s in scores.items() if i in allowed and s > 0),
                              key=lambda t: (-t[1], t[0]))[:depth]
+        query = analyse(text)
         dense: list[tuple[str, float]] = []
         if mode in ("hybrid", "dense") and self.embedder is not None:
-            vec = self.embedder.embed([text])[0]
+            vec = self.embedder.embed([query.dense_text])[0]
             dense = [(i, s) for i, s in self.store.dense_query(vec, depth, where or None) if i in allowed]
         elif mode == "dense":
             log.warning("dense retrieval asked for, but no embedding model is loaded: answering lexically")
             return self.query(text, k=k, where=where, mode="lexical")
 
+        hybrid = mode == "hybrid"
+        # A code query leans on the lexical ranking; one ranking alone keeps weight 1.
+        weights = (1.0 - query.code_share / 2, 1.0 + query.code_share) if hybrid else (1.0, 1.0)
         fused: dict[str, float] = {}
-        for ranking in (dense, lexical):
+        for weight, ranking in zip(weights, (dense, lexical), strict=True):
             for rank, (i, _) in enumerate(ranking):
-                fused[i] = fused.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
+                fused[i] = fused.get(i, 0.0) + weight / (RRF_K + rank + 1)
+        hinted = {i: query.matches(meta_by_id.get(i, {}), inferred=meta_by_id.get(i, {}).get("source") == UPSTREAM)
+                  for i in fused} if hybrid and query.hints else {}
+        for i, share in hinted.items():
+            fused[i] += HINT_WEIGHT * share
         d_rank = {i: r for r, (i, _) in enumerate(dense)}
         l_rank = {i: r for r, (i, _) in enumerate(lexical)}
         d_score, l_score = dict(dense), dict(lexical)
@@ -347,6 +369,6 @@ class KnowledgeBase:
         return [
             Hit(id=i, score=fused[i], metadata=meta_by_id.get(i, {}),
                 dense_rank=d_rank.get(i), lexical_rank=l_rank.get(i),
-                dense_score=d_score.get(i), lexical_score=l_score.get(i))
+                dense_score=d_score.get(i), lexical_score=l_score.get(i), hint_match=hinted.get(i))
             for i in order
         ]

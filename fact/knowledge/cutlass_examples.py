@@ -59,11 +59,38 @@ def _dtype_of(text: str) -> DType:
     return DType.F32
 
 
+_COMMENT = re.compile(r"/\*(.*?)\*/|((?:^[ \t]*//[^\n]*\n?)+)", re.S | re.M)
+_CODE_START = re.compile(r"^[ \t]*#[ \t]*include\b", re.M)
+_LICENCE = re.compile(r"Copyright|SPDX-License|Redistribution and use", re.I)
+BRIEF_CHARS = 600
+
+
+def _clean(raw: str) -> str:
+    words = re.sub(r"\\(?:file|brief)\b|^[ \t]*(?://+|\*+)|[-=*/]{3,}", " ", raw, flags=re.M)
+    brief = " ".join(words.split()).lstrip("! ")
+    if len(brief) > BRIEF_CHARS:
+        cut = brief.rfind(". ", 0, BRIEF_CHARS)
+        brief = brief[: cut + 1] if cut > BRIEF_CHARS // 3 else brief[:BRIEF_CHARS]
+    return brief
+
+
 def _brief(text: str) -> str:
-    """The example's own summary: its \\brief / leading doc comment, whitespace-collapsed."""
-    match = re.search(r"\\brief(.*?)(\*/|\n\s*\n)", text, re.S)
-    raw = match.group(1) if match else ""
-    return re.sub(r"[\s*/]+", " ", raw).strip()[:600]
+    """The example's own summary: the first comment before its includes that is not the licence
+    (the \\brief and the paragraphs after it), else its \\brief line; whitespace-collapsed and
+    cut at a sentence near BRIEF_CHARS."""
+    code = _CODE_START.search(text)
+    for match in _COMMENT.finditer(text, 0, code.start() if code else len(text)):
+        raw = match.group(1) or match.group(2) or ""
+        if not _LICENCE.search(raw) and sum(c.isalpha() for c in _clean(raw)) >= 40:
+            return _clean(raw)
+    line = re.search(r"\\brief(.*?)(\*/|\n\s*\n)", text, re.S)
+    return _clean(line.group(1)) if line else ""
+
+
+def _main_source(folder: Path, name: str, sources: list[Path]) -> Path:
+    """The file that documents the example: the one named like its folder, else the first."""
+    named = [p for p in sources if p.stem in (folder.name, name) or folder.name.endswith(p.stem)]
+    return named[0] if named else sources[0]
 
 
 def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], list[Skipped]]:
@@ -84,7 +111,7 @@ def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], 
             skipped.append(Skipped(folder.name, "targets an architecture other than sm80/sm90"))
             continue
         words = match.group(2).replace("_", " ")
-        brief = _brief(text)
+        brief = _brief(_main_source(folder, match.group(2), sources).read_text(errors="replace")) or _brief(text)
         dtype = _dtype_of(text)
         api = ApiLevel.CUTLASS3 if ("CollectiveBuilder" in text or "cute::" in text) else ApiLevel.CUTLASS2
         meta = ExampleMeta.model_validate({

@@ -2,13 +2,17 @@
 
 `KernelTmaWarpSpecializedCooperative` is indexed as itself *and* as its parts
 (kernel, tma, warp, specialized, cooperative), so an exact identifier in a query
-scores high while a plain-words query still matches.
+scores high while a plain-words query still matches. Every text also carries the
+canonical term of each concept it spells (`vocabulary.CONCEPTS`: `split-K`, `splitk`
+and `GemmSplitKParallel` all add `splitk`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from fact.knowledge.vocabulary import concept_terms
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:x\d+)+|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -18,7 +22,8 @@ _STOP = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case tokens: whole identifiers, their snake/camel parts, and NxMxK shapes."""
+    """Lower-case tokens: whole identifiers, their snake/camel parts, NxMxK shapes, and the
+    canonical term of every concept the text spells."""
     tokens: list[str] = []
     for word in _WORD.findall(text):
         low = word.lower()
@@ -30,6 +35,7 @@ def tokenize(text: str) -> list[str]:
                     s = sub.lower()
                     if s != low and s not in _STOP and len(s) > 1:
                         tokens.append(s)
+    tokens.extend(concept_terms(text))
     return tokens
 
 
