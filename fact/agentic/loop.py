@@ -68,6 +68,7 @@ class SynthesisRecord:
     notes: list[str] = field(default_factory=list)
     meaning: str = ""
     arch: str = "sm90"
+    match: dict[str, Any] = field(default_factory=dict)  # the task as a pattern match (for the registry)
 
     @property
     def verified_on_gpu(self) -> bool:
@@ -133,7 +134,7 @@ def synthesize_task(task: SynthesisTask, client: LLMClient, exemplars: list[Exem
     account = Account()
     rec = SynthesisRecord(task_id=task.id, task_key=task.key, model=client.model, meaning=task.meaning,
                           exemplars_offered=[e.id for e in exemplars], date=dt.date.today().isoformat(),
-                          arch=task.arch)
+                          arch=task.arch, match=task.to_match().to_dict())
     msgs = messages(task, exemplars)
     offered = Context(frozenset(rec.exemplars_offered))
     sent_back_wrong = False
