@@ -88,4 +88,4 @@ def parse(content: str) -> Answer | str:
         return f"does not meet the answer schema: {problems}"
 
 
-__all__ = ["Answer", "Composition", "Grounding", "TUNABLES", "Tunable", "answer_schema", "parse"]
+__all__ = ["TUNABLES", "Answer", "Composition", "Grounding", "Tunable", "answer_schema", "parse"]

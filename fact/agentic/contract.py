@@ -330,4 +330,4 @@ def check(answer: Answer, ctx: Context = Context()) -> list[Refusal]:
     return refusals
 
 
-__all__ = ["Context", "RULES", "Refusal", "check", "strip_comments"]
+__all__ = ["RULES", "Context", "Refusal", "check", "strip_comments"]

@@ -120,7 +120,7 @@ def compile_sources(sources: Sources, folder: Path, *, toolchain: Any = None, ar
 
 
 def synthesize_task(task: SynthesisTask, client: LLMClient, exemplars: list[Exemplar], *, workdir: Path,
-                    budget: Budget = Budget(), compile: bool = True, toolchain: Any = None,
+                    budget: Budget | None = None, compile: bool = True, toolchain: Any = None,
                     verifier: Verifier | None = None) -> SynthesisRecord:
     """Run the loop for one task and return its record (never raises for what the LLM does).
 
@@ -131,6 +131,7 @@ def synthesize_task(task: SynthesisTask, client: LLMClient, exemplars: list[Exem
         budget: rounds, tokens and money. compile: False stops after rendering.
         verifier: runs the built kernel against the float64 reference (None: no GPU here).
     """
+    budget = budget or Budget()
     account = Account()
     rec = SynthesisRecord(task_id=task.id, task_key=task.key, model=client.model, meaning=task.meaning,
                           exemplars_offered=[e.id for e in exemplars], date=dt.date.today().isoformat(),

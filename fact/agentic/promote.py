@@ -81,7 +81,8 @@ def promote(record: SynthesisRecord, corpus: Path, *, registry: object | None = 
         author=f"fact synthesis ({record.model})", nvcc=nvcc, compile_date=record.date, gpu=v["gpu"],
         run_date=v["date"], rel_err=float(v.get("worst_rel_err", 0.0)), tolerance=float(v.get("tolerance", 0.0)))
     folder = Path(corpus) / record.arch
-    staging = Path(tempfile.mkdtemp(prefix=".promote-", dir=Path(corpus)))
+    # staged outside the corpus so that a refused entry never lands in it, even half-written
+    staging = Path(tempfile.mkdtemp(prefix="fact-promote-"))
     try:
         (staging / f"{entry_id}.cu").write_text(source)
         (staging / f"{entry_id}.toml").write_text(text)

@@ -90,4 +90,4 @@ def corpus_exemplars(task: SynthesisTask, roots: list[Path] | None = None, k: in
     return [Exemplar(e.id, e.source) for e in sorted(fitting, key=score)[:k]]
 
 
-__all__ = ["Exemplar", "RULES", "corpus_exemplars", "messages", "quote", "repair", "skeleton_text"]
+__all__ = ["RULES", "Exemplar", "corpus_exemplars", "messages", "quote", "repair", "skeleton_text"]
