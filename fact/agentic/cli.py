@@ -35,7 +35,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """Add `corpus promote` to the `fact` command's subparsers."""
-    corpus = sub.add_parser("corpus", help="curate the corpus").add_subparsers(dest="corpus_command", required=True)
+    corpus = sub.add_parser("corpus", help="curate the corpus").add_subparsers(
+        dest="corpus_command", required=True, help="what to do with the corpus")
     p = corpus.add_parser("promote", help="add a synthesized kernel verified on a GPU to the corpus",
                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("record", help="a synthesis record JSON (SynthesisRecord.save)")
