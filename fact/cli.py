@@ -506,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fact.tune.cli import add_parser as add_tune_parser
 
     add_tune_parser(sub)
+    from fact.agentic.cli import add_parser as add_corpus_parser
+
+    add_corpus_parser(sub)
     return ap
 
 

@@ -19,7 +19,8 @@ class ItemReport:
     reason: str = ""
     kernel: str = ""
     op: str = ""
-    exemplars: list[str] = field(default_factory=list)
+    exemplars: list[str] = field(default_factory=list)  # the corpus entries the kernel was grounded on
+    origin: str = "template"  # "template" (fact's own templates) or "llm" (a composition inside the skeleton)
     precision: str = ""
     verification: dict[str, Any] = field(default_factory=dict)  # cases, seeds, worst, tolerance, category
     kernel_ms: float | None = None
@@ -73,10 +74,12 @@ class Report:
         if not self.verified:
             lines.append("- **nothing was verified or timed here (no CUDA GPU): the module runs its original ops**")
         lines += [*(f"- {n}" for n in self.notes), "",
-                  "| item | status | kernel | verification | original ms | kernel ms | speedup | reason |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| item | status | kernel | origin | grounded on | verification | original ms | kernel ms | speedup "
+                  "| reason |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for it in self.items:
-            lines.append(f"| {it.match_id} | {it.status} | {it.kernel or '-'} | {_verification(it)} | "
+            lines.append(f"| {it.match_id} | {it.status} | {it.kernel or '-'} | {it.origin} | "
+                         f"{', '.join(it.exemplars) or '-'} | {_verification(it)} | "
                          f"{_ms(it.original_ms)} | {_ms(it.kernel_ms)} | {_x(it.speedup)} | {it.reason or ''} |")
         if self.rejections:
             lines += ["", "Kept in PyTorch:", ""]
