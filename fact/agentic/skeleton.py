@@ -64,7 +64,7 @@ def render(task: SynthesisTask, answer: Answer, *, model: str, prompt_sha: str) 
     binding = ENV.get_template("binding.cpp.j2").render(
         name=name, key=digest, op=name, exemplars=exemplars, kind="gemm",
         source_kind="bias" if task.has_bias else "none", dtype=_TORCH_DTYPE[task.dtype.value], batched=False,
-        causal=False)
+        causal=False, row_a=True, row_b=False)  # x row-major, the Linear weight read as column-major B
     abi = ENV.get_template("abi.h.j2").render()
     return Sources(name=name, files={"fact_abi.h": abi, f"{name}.cu": kernel, "binding.cpp": binding})
 

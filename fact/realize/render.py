@@ -157,7 +157,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             kernel = ENV.get_template("sm80_gemm.cu.j2").render(**ctx)
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="gemm", source_kind=_source_kind(spec), dtype=_torch_dtype(spec.dtype),
-            batched=spec.mode is Mode.BATCHED, causal=False)
+            batched=spec.mode is Mode.BATCHED, causal=False, row_a=spec.layout_a is Layout.ROW,
+            row_b=spec.layout_b is Layout.ROW)
         includes: tuple[str, ...] = ()
     else:
         assert isinstance(spec, FmhaSpec)
@@ -167,7 +168,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             queries_per_block=spec.queries_per_block, keys_per_block=spec.keys_per_block)
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="attention", source_kind="none", dtype=_torch_dtype(spec.dtype), batched=False,
-            causal=spec.causal)
+            causal=spec.causal, row_a=True, row_b=True)
         includes = (("examples/41_fused_multi_head_attention",) if spec.family == "fmha_sm80"
                     else ("examples/88_hopper_fmha",))
     return Rendered(spec=spec, sources={"fact_abi.h": abi, f"{spec.name}.cu": kernel, "binding.cpp": binding},

@@ -25,7 +25,7 @@ def planted_gemm(behaviour: str, dtype: DType = DType.F16) -> Rendered:
     name = f"planted_{behaviour}_{dtype.value}"
     kernel = _LOCAL.get_template("planted_gemm.cu.j2").render(behaviour=behaviour, element=dtype.cutlass)
     binding = ENV.get_template("binding.cpp.j2").render(
-        name=name, key=spec.key, op=f"{name}_{spec.key[:8]}", exemplars=[], kind="gemm", source_kind="none",
+        name=name, key=spec.key, op=f"{name}_{spec.key[:8]}", exemplars=[], kind="gemm", source_kind="none", row_a=True, row_b=False,
         dtype={DType.F32: "at::kFloat", DType.BF16: "at::kBFloat16", DType.F16: "at::kHalf"}[dtype], batched=False)
     abi = ENV.get_template("abi.h.j2").render()
     return Rendered(spec=spec, sources={"fact_abi.h": abi, f"{name}.cu": kernel, "binding.cpp": binding},

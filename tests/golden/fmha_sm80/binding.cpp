@@ -22,10 +22,15 @@ torch::Tensor workspace_for(size_t bytes, torch::Tensor const& like) {
 }
 
 // The tensor itself, or a copy with the same sizes and strides at a 16-byte aligned address: the
-// kernel's vector loads need one, and a compiled graph cannot guard on data pointers.
+// kernel's vector loads need one, and a compiled graph cannot guard on data pointers. The copy takes
+// the whole span of memory the view reads, so broadcast (zero-stride) views keep their strides too.
 torch::Tensor aligned(torch::Tensor const& t) {
-  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0) return t;
-  return torch::empty_strided(t.sizes(), t.strides(), t.options()).copy_(t);
+  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0 || t.numel() == 0) return t;
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+  auto copy = torch::empty({span}, t.options());
+  copy.copy_(t.as_strided({span}, {1}));
+  return copy.as_strided(t.sizes(), t.strides());
 }
 
 c10::optional<torch::Tensor> aligned(c10::optional<torch::Tensor> const& t) {

@@ -22,10 +22,15 @@ torch::Tensor workspace_for(size_t bytes, torch::Tensor const& like) {
 }
 
 // The tensor itself, or a copy with the same sizes and strides at a 16-byte aligned address: the
-// kernel's vector loads need one, and a compiled graph cannot guard on data pointers.
+// kernel's vector loads need one, and a compiled graph cannot guard on data pointers. The copy takes
+// the whole span of memory the view reads, so broadcast (zero-stride) views keep their strides too.
 torch::Tensor aligned(torch::Tensor const& t) {
-  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0) return t;
-  return torch::empty_strided(t.sizes(), t.strides(), t.options()).copy_(t);
+  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0 || t.numel() == 0) return t;
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
+  auto copy = torch::empty({span}, t.options());
+  copy.copy_(t.as_strided({span}, {1}));
+  return copy.as_strided(t.sizes(), t.strides());
 }
 
 c10::optional<torch::Tensor> aligned(c10::optional<torch::Tensor> const& t) {
@@ -70,6 +75,12 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   int64_t const r = a.dim();
   int64_t const m = a.size(r - 2), k = a.size(r - 1), n = b.size(r - 1);
   TORCH_CHECK(b.size(r - 2) == k, "a and b disagree on K");
+  // the layouts are compiled in: a view in the other one would be read wrongly, never converted here
+  TORCH_CHECK(a.stride(r - 1) == 1 || k == 1,
+              "a must be row-major for this kernel");
+  TORCH_CHECK(b.stride(r - 2) == 1 || k == 1,
+              "b must be column-major for this kernel");
+  TORCH_CHECK(b.device() == a.device() && out.device() == a.device(), "a, b and out must be on one device");
   TORCH_CHECK(out.size(r - 2) == m && out.size(r - 1) == n, "out must be [L?, M, N]");
   TORCH_CHECK(out.stride(r - 1) == 1, "out must be row-major");
   FactGemmArgs g;
@@ -89,10 +100,12 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.batch_d = r == 3 ? out.stride(0) : 0;
   TORCH_CHECK(bias.has_value(), "this kernel's epilogue adds a bias");
   check_cuda(*bias, "bias");
+  TORCH_CHECK(bias->device() == a.device(), "bias must be on a's device");
   TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous(), "bias must be a contiguous [N] vector");
   g.bias = bias->data_ptr();
   TORCH_CHECK(residual.has_value(), "this kernel's epilogue adds a residual");
   check_cuda(*residual, "residual");
+  TORCH_CHECK(residual->device() == a.device(), "residual must be on a's device");
   TORCH_CHECK(residual->sizes() == out.sizes() && residual->stride(r - 1) == 1, "residual must be row-major like out");
   g.c = residual->data_ptr();
   g.ldc = residual->stride(r - 2);
