@@ -334,3 +334,14 @@ def test_weights_loaded_into_a_composed_block_reach_its_kernels(how) -> None:
         return float((a.double() - b.double()).norm() / b.double().norm())
 
     assert rel(got, want) < 1e-4 < 0.1 < rel(stale, want)  # the new weights, in every kernel and fallback
+
+
+@pytest.mark.parametrize("view", ["transposed", "sliced", "broadcast"])
+def test_realigned_operands_keep_their_strides_and_values(view) -> None:
+    base = torch.randn(4 * 64 * 64 + 1)[1:]  # 4 bytes past an aligned address
+    t = {"transposed": base[: 64 * 64].view(64, 64).t(), "sliced": base.view(4, 64, 64)[:, :, :32],
+         "broadcast": base[:64].view(1, 64).expand(32, 64)}[view]
+    assert t.data_ptr() % 16
+    a = ops._aligned(t)
+    assert a.data_ptr() % 16 == 0 and a.stride() == t.stride() and a.shape == t.shape
+    torch.testing.assert_close(a, t, rtol=0, atol=0)

@@ -130,11 +130,18 @@ def fake(kind: str) -> Callable[..., Any]:
 
 
 def _aligned(t: Any) -> Any:
-    """The tensor itself, or a copy with the same strides at a 16-byte aligned address: the kernels'
-    vector loads need one, and a compiled graph cannot guard on data pointers."""
-    if t is None or t.data_ptr() % 16 == 0:
+    """The tensor itself, or a copy with the same sizes and strides at a 16-byte aligned address: the
+    kernels' vector loads need one, and a compiled graph cannot guard on data pointers. The copy takes
+    the whole span of memory the view reads, so broadcast (zero-stride) views keep their strides too
+    (as the extensions' own `aligned` does)."""
+    if t is None or t.data_ptr() % 16 == 0 or t.numel() == 0:
         return t
-    return t.clone()
+    import torch
+
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    copy = torch.empty(span, dtype=t.dtype, device=t.device)
+    copy.copy_(t.as_strided((span,), (1,)))
+    return copy.as_strided(t.shape, t.stride())
 
 
 def registered() -> dict[str, tuple[Any, KernelSpec | None]]:
