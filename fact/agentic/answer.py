@@ -9,7 +9,6 @@ launch, workspace, stream) is fact's own template code.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -72,15 +71,11 @@ def answer_schema() -> dict[str, Any]:
 
 def parse(content: str) -> Answer | str:
     """The validated answer, or a string saying what is wrong with it (for the repair round)."""
-    text = content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-    if not isinstance(data, dict):
-        return "not a JSON object"
+    from fact.discover.agent import json_object
+
+    data = json_object(content)
+    if isinstance(data, str):
+        return data
     try:
         return Answer.model_validate(data)
     except ValidationError as exc:

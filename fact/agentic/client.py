@@ -12,11 +12,12 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fact.core.errors import FactError, MissingDependencyError
+from fact.discover.agent import Account as _Account
 
 CACHE_VERSION = 1
 
@@ -34,21 +35,8 @@ class Budget:
     usd: float = 2.0
 
 
-@dataclass
-class Account:
-    """What a synthesis spent and how its calls went."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+class Account(_Account):
+    """What a synthesis spent and how its calls went (the plan reviewer's account, with its budget check)."""
 
     def exhausted(self, budget: Budget, rounds: int) -> str | None:
         """Which limit is spent, or None."""

@@ -52,6 +52,24 @@ class Account:
     cost_usd: float = 0.0
     failures: list[str] = field(default_factory=list)
 
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def json_object(content: str) -> dict[str, Any] | str:
+    """An LLM's answer as a JSON object (a ``` fence around it allowed), or a string saying why not."""
+    text = content.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    return data
+
 
 def _litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -201,15 +219,9 @@ def _exemplar_text(plan: Plan, kb: Any) -> dict[str, str]:
 
 def parse_answer(content: str) -> dict[str, Any] | str:
     """The answer object, or a string saying what is wrong with it."""
-    text = content.strip()
-    if text.startswith("```"):
-        text = text.strip("`").removeprefix("json").strip()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return f"not JSON ({exc.msg} at {exc.pos})"
-    if not isinstance(data, dict):
-        return "not a JSON object"
+    data = json_object(content)
+    if isinstance(data, str):
+        return data
     if not isinstance(data.get("summary", ""), str) or not isinstance(data.get("confirm", True), bool):
         return "summary must be a string and confirm a boolean"
     if not isinstance(data.get("order", []), list) or not isinstance(data.get("proposals", []), list):
