@@ -67,7 +67,8 @@ def runtime() -> dict[str, Any]:
 
 
 def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -> Path:
-    """Write `synthesis` into `folder` (replaced as a whole, atomically); returns the folder.
+    """Write `synthesis` into `folder` (a new folder, or an earlier artifact, which is replaced whole); returns
+    the folder.
 
     Args:
         synthesis: a synthesized module; every kernel it calls must have a built library.
