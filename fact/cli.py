@@ -1,5 +1,5 @@
-"""The `fact` command line: build, query, inspect and evaluate the knowledge
-base, and plan a module.
+"""The `fact` command line: the knowledge base (build, query, inspect, evaluate,
+curate), and modules (plan, synthesize, benchmark) and kernels (tune).
 
 Exit status: 0 on success, 1 when the command ran and failed (or found
 nothing), 2 when the command line itself is wrong.
