@@ -113,7 +113,7 @@ def synthesize(
     if tune:
         from fact.tune.hook import tuned_realizations
 
-        real, notes, _knobs = tuned_realizations(plan.items, real, mode="db")
+        real, notes, _knobs = tuned_realizations(plan.items, real, mode="db")  # knobs: not applied yet
         report.notes.extend(notes)
     for item in plan.items:
         r = real[item.match.id]

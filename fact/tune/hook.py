@@ -1,11 +1,12 @@
 """How the rest of fact uses the tuning database: tuned specs for a plan's realizations.
 
-    real, notes = tuned_realizations(plan.items, real, mode="db")      # database only
-    real, notes = tuned_realizations(plan.items, real, mode="search")  # tune on a miss (GPU)
+    real, notes, knobs = tuned_realizations(plan.items, real, mode="db")      # database only
+    real, notes, knobs = tuned_realizations(plan.items, real, mode="search")  # tune on a miss (GPU)
 
 A realization whose GEMM has a verified winner in the database (same device and versions)
-gets the winner's spec; its run-time knobs are returned so the loader can apply them once with
-`apply_knobs(module, knobs)`. Anything else keeps its family's default spec, and the notes say so.
+gets the winner's spec; its run-time knobs are returned for `apply_knobs(module, knobs)`.
+Composed modules do not apply them yet (knobs are per library, not per call), and the notes say
+that the tuned time was measured with them. Anything else keeps its family's default spec.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
         out[item.match.id] = replace(r, spec=spec)
         knobs[item.match.id] = Knobs.from_json(m.knobs)
         notes.append(f"{item.match.id}: tuned {spec.name} ({m.median_ms:.4f} ms"
-                     + (f", {m.speedup:.2f}x cuBLAS" if m.speedup == m.speedup else "") + ")")
+                     + (f", {m.speedup:.2f}x cuBLAS" if m.speedup == m.speedup else "")
+                     + f" in the sweep, with knobs {m.knobs}; composed with its default knobs)")
     return out, notes, knobs
 
 
