@@ -4,6 +4,7 @@
     fact tune plan.json                  # every GEMM match of a saved plan
     fact tune db --export pool.jsonl     # or --import pool.jsonl: pool results across a team
     fact tune gemm ... --replay rec.jsonl   # replay recorded measurements (no GPU, no compiler)
+    fact tune gemm ... --executor ray --ray-address auto   # compiles and benchmarks over a Ray cluster
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--db", help="tuning database (default $FACT_CACHE_DIR/tuning.sqlite)")
     t.add_argument("--replay", help="answer from recorded measurements (an exported JSON-lines file)")
     t.add_argument("--save", help="folder for results.json and one figure per sweep")
+    t.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where configs are built and timed: this machine (default), or a Ray cluster's CPUs and "
+                        "GPUs (pip install 'fact[ray]')")
+    t.add_argument("--ray-address", help="with --executor ray: the cluster ('auto', 'ray://head:10001'; default "
+                                         "$RAY_ADDRESS, else a new local cluster)")
     t.add_argument("--export", help="with 'db': write every row to this JSON-lines file")
     t.add_argument("--import", dest="import_", help="with 'db': merge this exported file")
     t.set_defaults(func=cmd_tune)
@@ -114,6 +120,16 @@ def _machinery(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         from fact.tune.runners.replay import NullBuilder
 
         return H100_SXM, Environment("replay", args.arch, "n/a", "n/a", "n/a"), _replay_runner(args.replay), NullBuilder()
+    if getattr(args, "executor", "local") == "ray":
+        from fact.tune.runners.cluster import ray_executor
+
+        runner, builder = ray_executor(args.ray_address)
+        try:
+            device, env = runner.describe()  # the GPUs' own profile and versions, not the caller's
+        except BaseException:
+            runner.close()
+            raise
+        return device, env, runner, builder
     from fact.build.toolchain import require_cuda_torch
 
     require_cuda_torch()
