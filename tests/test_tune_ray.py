@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -118,10 +119,8 @@ def test_benchmark_actor_replaces_its_worker_and_itself(cluster: object, tmp_pat
     built = tmp_path / "elsewhere" / "fact_lib.so"  # as if built on another node: only its bytes travel
     payload = b"library bytes"
 
-    class Shipper:
-        shipped = {str(built): cluster.put(payload)}  # type: ignore[attr-defined]
-
-    runner = RayRunner(Shipper(), actors=1, gpus_per_actor=0, target=STAND_IN)  # type: ignore[arg-type]
+    shipper = SimpleNamespace(shipped={str(built): cluster.put(payload)})  # type: ignore[attr-defined]
+    runner = RayRunner(shipper, actors=1, gpus_per_actor=0, target=STAND_IN)  # type: ignore[arg-type]
     try:
         first, bad, after, shipped = runner.run([_request(), _request("illegal"), _request(),
                                                  _request(library=str(built))])

@@ -6,8 +6,10 @@
 
 Runners: `LocalRunner` (a persistent worker process per local GPU, replaced after any failure),
 `ReplayRunner` (recorded measurements, for testing strategies on the CPU), `RayRunner`
-(optional, one actor per GPU of a Ray cluster). Builders: `LocalBuilder` (the build cache,
-bounded parallel nvcc with timeouts), `NullBuilder` (builds nothing, for replay).
+(optional, one actor per GPU of a Ray cluster, each wrapping a local worker). Builders:
+`LocalBuilder` (the build cache, bounded parallel nvcc with timeouts), `NullBuilder` (builds
+nothing, for replay), `RayBuilder` (optional, compile tasks over a Ray cluster's CPUs). The Ray
+pair lives in fact.tune.runners.cluster and needs `pip install 'fact[ray]'`.
 """
 
 from __future__ import annotations
