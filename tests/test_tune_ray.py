@@ -105,6 +105,17 @@ def test_every_compile_task_failure_is_a_value(cluster: object) -> None:
     assert time.perf_counter() - start < 60
 
 
+@needs_ray
+def test_a_cluster_that_cannot_serve_says_why(cluster: object) -> None:
+    from fact.core.errors import ToolchainError
+    from fact.tune.runners.cluster import RayBuilder, RayRunner
+
+    with pytest.raises(ToolchainError, match="no node of the Ray cluster has 4 CPUs"):
+        RayBuilder(cpus_per_build=4)
+    with pytest.raises(ToolchainError, match="did not start 1 benchmark actor"):
+        RayRunner(actors=1, gpus_per_actor=0, accelerator_type="no-such-gpu", ready_timeout_s=3.0)
+
+
 def _request(behaviour: str = "ok", library: str = "", timeout: float = 60.0) -> BenchRequest:
     t = target()
     spec = enumerate_space(t).kernels[0]

@@ -107,6 +107,9 @@ class RayBuilder:
         parallel: compiles in flight at once (default: the cluster's CPUs // cpus_per_build).
         cpus_per_build: CPUs each compile task reserves (and ninja jobs it runs).
         timeout_s: the node's compile timeout; the task is cancelled `grace_s` after it.
+
+    Raises:
+        ToolchainError: no node has `cpus_per_build` CPUs (every task would wait forever).
     """
 
     def __init__(self, address: str | None = None, *, make_builder: Callable[[], Any] | None = None,
@@ -114,6 +117,10 @@ class RayBuilder:
                  grace_s: float = BUILD_GRACE_S) -> None:
         self.ray = connect(address)
         self.make_builder = make_builder or NodeBuilder(cpus_per_build, timeout_s)
+        widest = max((n["Resources"].get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")), default=0)
+        if widest < cpus_per_build:
+            raise ToolchainError(f"no node of the Ray cluster has {cpus_per_build} CPUs for a compile task (the "
+                                 f"largest has {widest:g}): lower cpus_per_build")
         cpus = int(self.ray.cluster_resources().get("CPU", 1))
         self.parallel = parallel or max(1, cpus // cpus_per_build)
         self.limit_s = timeout_s + grace_s
@@ -231,14 +238,15 @@ class RayRunner:
         accelerator_type: keep actors to one kind of GPU (Ray's accelerator_type, e.g. "H100").
         answer_margin_s: how long past a request's own timeout an actor may take to answer
             before it is killed and replaced.
+        ready_timeout_s: how long the actors may take to start.
 
     Raises:
-        ToolchainError: the cluster has no GPU.
+        ToolchainError: the cluster has no GPU, or the actors could not be started.
     """
 
     def __init__(self, builder: RayBuilder | None = None, *, address: str | None = None, actors: int | None = None,
                  gpus_per_actor: float = 1.0, target: str = DEFAULT_TARGET, accelerator_type: str | None = None,
-                 answer_margin_s: float = ANSWER_MARGIN_S) -> None:
+                 answer_margin_s: float = ANSWER_MARGIN_S, ready_timeout_s: float = 120.0) -> None:
         self.ray = connect(address)
         self.builder = builder
         if actors is None:
@@ -253,6 +261,14 @@ class RayRunner:
         self._actor_class = self.ray.remote(BenchHost).options(**options)
         self.target, self.answer_margin_s = target, answer_margin_s
         self.actors = [self._actor_class.remote(target) for _ in range(actors)]
+        try:  # an actor Ray cannot place would leave every request waiting for its timeout
+            self.ray.get([a.host.remote() for a in self.actors], timeout=ready_timeout_s)
+        except Exception as exc:
+            for a in self.actors:
+                self.ray.kill(a, no_restart=True)
+            raise ToolchainError(f"the Ray cluster did not start {actors} benchmark actor(s) with {gpus_per_actor:g} "
+                                 f"GPU(s) each{f' of type {accelerator_type}' if accelerator_type else ''} within "
+                                 f"{ready_timeout_s:.0f} s ({_describe(exc)})") from None
         self._worker_restarts = [0] * actors
         self.replaced = 0  # actors replaced after dying or not answering
         self._retired_restarts = 0
@@ -295,7 +311,9 @@ class RayRunner:
                 try:
                     results[i], self._worker_restarts[slot] = ray.get(ref)
                 except Exception as exc:  # the actor died (its node, its process) or its own code raised
-                    results[i] = _failed(req, Status.CRASH, f"the benchmark actor failed ({_describe(exc)}; replaced)",
+                    died = isinstance(exc, ray.exceptions.RayActorError)
+                    results[i] = _failed(req, Status.CRASH if died else Status.ERROR,
+                                         f"the benchmark actor failed ({_describe(exc)}; replaced)",
                                          time.monotonic() - start)
                     self._replace(slot)
                 idle.append(slot)
