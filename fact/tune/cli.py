@@ -5,6 +5,7 @@
     fact tune db --export pool.jsonl     # or --import pool.jsonl: pool results across a team
     fact tune gemm ... --replay rec.jsonl   # replay recorded measurements (no GPU, no compiler)
     fact tune gemm ... --executor ray --ray-address auto   # compiles and benchmarks over a Ray cluster
+    fact tune tables --arch sm90 --dtype bf16 --layout tn   # the candidate tables against cutlass_library's generator
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def add_parser(sub: Any) -> None:
     """Add `tune` to the `fact` command's subparsers."""
     t = sub.add_parser("tune", help="tune GEMM kernels on this GPU and remember the results",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("what", help="'gemm', 'db', or a plan JSON file (tunes every GEMM match in it)")
+    t.add_argument("what", help="'gemm', 'db', 'tables', or a plan JSON file (tunes every GEMM match in it)")
     t.add_argument("--m", type=int, help="rows of A and D")
     t.add_argument("--n", type=int, help="columns of B and D")
     t.add_argument("--k", type=int, help="the reduction dimension")
@@ -53,6 +54,8 @@ def add_parser(sub: Any) -> None:
                         "GPUs (pip install 'fact[ray]')")
     t.add_argument("--ray-address", help="with --executor ray: the cluster ('auto', 'ray://head:10001'; default "
                                          "$RAY_ADDRESS, else a new local cluster)")
+    t.add_argument("--level", default="", help="with 'tables': cutlass_library's sm90 instantiation level (default: "
+                                               "its default set; 'max' takes seconds, large numbers minutes)")
     t.add_argument("--export", help="with 'db': write every row to this JSON-lines file")
     t.add_argument("--import", dest="import_", help="with 'db': merge this exported file")
     t.set_defaults(func=cmd_tune)
@@ -155,6 +158,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     console = Console()
     if args.what == "db":
         return _cmd_db(args, console)
+    if args.what == "tables":
+        return _cmd_tables(args, console)
     if args.what == "gemm":
         targets = [target_from_args(args)]
     elif Path(args.what).is_file():
@@ -194,6 +199,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                                       indent=1, default=str))
         console.print(f"results: {save / 'results.json'}")
     return 0 if results else 1
+
+
+def _cmd_tables(args: argparse.Namespace, console: Any) -> int:
+    from fact.tune.crosscheck import crosscheck
+
+    layout = args.layout.lower()
+    if len(layout) != 2 or any(c not in _LAYOUTS for c in layout):
+        raise UsageError(f"--layout {args.layout!r}: two letters of t (row-major) and n (column-major), e.g. tn")
+    dtype, precision = _DTYPES[args.dtype]
+    target = Target(Arch(args.arch), dtype, precision, _LAYOUTS[layout[0]], _LAYOUTS[layout[1]], (),
+                    ProblemShape(1, 1, 1))
+    console.print(crosscheck(target, level=args.level).summary(), soft_wrap=True, markup=False)
+    return 0
 
 
 def _cmd_db(args: argparse.Namespace, console: Any) -> int:
