@@ -105,12 +105,15 @@ def _with_ray(problem: ProblemShape, out: Path, say) -> dict[str, object]:  # ty
         say(f"sweep: {json.dumps(report['sweep'], default=str)}")
         db.export(out / "tuning_export.jsonl")
         # the actor is lost under the runner: the loss is a value, a replacement answers next
-        base = BenchRequest("", "", Config(best[0] if best else result.measurements[0][0]), problem, baseline=True)
-        ray.kill(runner.actors[0])
-        lost, fresh = runner.run([base, base])
-        report["actor_loss"] = {"lost": lost.status.value, "reason": lost.reason[:200], "next": fresh.status.value,
-                                "next_ms": fresh.median_ms, "replaced": runner.replaced, "restarts": runner.restarts}
-        say(f"actor loss: {json.dumps(report['actor_loss'], default=str)}")
+        any_spec = best[0] if best else next((s for s, _ in result.measurements), None)
+        if any_spec is not None:
+            base = BenchRequest("", "", Config(any_spec), problem, baseline=True)
+            ray.kill(runner.actors[0])
+            lost, fresh = runner.run([base, base])
+            report["actor_loss"] = {"lost": lost.status.value, "reason": lost.reason[:200],
+                                    "next": fresh.status.value, "next_ms": fresh.median_ms,
+                                    "replaced": runner.replaced, "restarts": runner.restarts}
+            say(f"actor loss: {json.dumps(report['actor_loss'], default=str)}")
     finally:
         runner.close()
     if best is not None:

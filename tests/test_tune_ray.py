@@ -199,6 +199,8 @@ def test_gpu_sweep_through_ray_compiles_and_actors(cluster: object, tmp_path: Pa
                       budget=Budget(configs=6), options=strategies.Options(top_k=2, finalists=1, batch=2), reps=10)
         assert result.best is not None, result.failures
         assert result.best[1].verified and result.baseline_ms > 0
-        assert len(db.measurements(t)) == len(result.measurements)
+        recorded = {(s.key, m.knobs) for s, m in db.measurements(t)}
+        assert recorded == {(s.key, m.knobs) for s, m in result.measurements}
+        assert builder.shipped  # the libraries reached the actor as bytes through the object store
     finally:
         runner.close()
