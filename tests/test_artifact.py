@@ -21,7 +21,7 @@ from torch import nn
 
 import fact
 from fact.build.cache import BuildCache, BuildRequest, load_library
-from fact.compose import ArtifactError, Dispatch, Report, Synthesis
+from fact.compose import ArtifactError, Dispatch, Report, Synthesis, ops
 from fact.compose.artifact import ComposedKernel
 from fact.compose.rewrite import install
 from fact.discover import discover_captured
@@ -50,7 +50,7 @@ def _synthesis(cache_root: Path) -> tuple[nn.Module, Synthesis, torch.Tensor]:
     spec = spec_for(item.match, "sm90")
     op = f"{spec.op}_cpu"
     source = jinja2.Environment(loader=jinja2.FileSystemLoader(FIXTURES), undefined=jinja2.StrictUndefined)
-    text = source.get_template("cpu_gemm_op.cpp.j2").render(op=op)
+    text = source.get_template("cpu_gemm_op.cpp.j2").render(op=op, schema=ops.GEMM_SCHEMA)
     library = BuildCache(cache_root).ensure(BuildRequest(name="cpu_gemm_op", sources={"op.cpp": text},
                                                          with_cuda=False, cxx_flags=("-O1", "-std=c++17")))
     kernel = types.SimpleNamespace(module=load_library(library.path, library.module_name))

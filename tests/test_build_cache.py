@@ -141,3 +141,4 @@ def test_a_verification_record_is_named_by_what_the_outcome_depends_on() -> None
     assert verification_key(job) == verification_key(Job("other.so", "mod2", spec, job.cases, job.seeds))
     assert verification_key(job) != verification_key(Job("lib.so", "mod", spec, job.cases, (0, 1, 2)))
     assert verification_key(job) != verification_key(Job("lib.so", "mod", spec, (GemmCase(128, 128, 72),), job.seeds))
+    assert verification_key(job) != verification_key(Job("lib.so", "mod", spec, job.cases, job.seeds, knobs=(1, 2, 1)))

@@ -151,6 +151,23 @@ def test_the_composed_module_compiles_with_fullgraph_and_exports(mlp) -> None:
         torch.testing.assert_close(exported.module()(x), module(x), rtol=2e-2, atol=2e-2)
 
 
+def test_a_tuned_schedule_travels_with_every_call_of_its_op() -> None:
+    module = nn.Sequential(nn.Linear(64, 128), nn.ReLU()).to(BF16).eval()
+    x = torch.randn(32, 64, dtype=BF16)
+    plan, captured = discover_captured(module, [x], arch="sm90")
+    gm = captured.graph_module
+    [item] = plan.items
+    call = install(gm, item.match, spec_for(item.match, "sm90"), reference_kernel(item.match), "fact_0",
+                   device="cpu", knobs=(2, 4, 3))
+    gm.recompile()
+    assert call.knobs == (2, 4, 3)
+    with torch.no_grad():
+        exported = torch.export.export(gm, (x,))
+    [node] = [n for n in exported.graph.nodes if "fact." in str(n.target)]
+    assert tuple(node.args[4:]) == (2, 4, 3)  # raster, swizzle, splits: baked into the program, per call
+    torch.testing.assert_close(exported.module()(x), module(x), rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
     module = nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval()

@@ -116,7 +116,7 @@ def test_discovery_needs_no_network(tmp_path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_verified_patterns_are_reused(tmp_path, kb) -> None:
-    registry = PatternRegistry(tmp_path / "verified.json")
+    registry = PatternRegistry(tmp_path / "tuning.sqlite")
     mod, x = MatMul(), [torch.empty(4000, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)]
     first = discover(mod, x, arch="sm90", kb=kb, registry=registry)
     assert first.items[0].verified_before is None
@@ -125,8 +125,23 @@ def test_verified_patterns_are_reused(tmp_path, kb) -> None:
     similar = discover(mod, [torch.empty(3000, 4096, dtype=torch.bfloat16), x[1]], arch="sm90", kb=kb, registry=registry)
     assert similar.items[0].verified_before == "sm90_gemm_bf16_tt_128x256x64_c2x1_coop"
     assert discover(mod, x, arch="sm80", kb=kb, registry=registry).items[0].verified_before is None
-    (tmp_path / "verified.json").write_text("{broken")
+    (tmp_path / "tuning.sqlite").write_bytes(b"{broken" * 1000)  # a damaged database loses reuse only
     assert registry.lookup(first.items[0].match, "sm90") is None and len(registry) == 0
+    again = PatternRegistry(tmp_path / "tuning.sqlite")  # a new one moves the damaged file aside
+    assert len(again) == 0 and list(tmp_path.glob("tuning.sqlite.corrupt-*"))
+
+
+def test_a_json_registry_of_an_earlier_fact_is_taken_into_the_database(tmp_path, kb) -> None:
+    mod, x = MatMul(), [torch.empty(4000, 4096, dtype=torch.bfloat16), torch.empty(4096, 4096, dtype=torch.bfloat16)]
+    match = discover(mod, x, arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "none.sqlite")).items[0].match
+    from fact.patterns.registry import key
+
+    legacy = tmp_path / "verified_patterns.json"
+    legacy.write_text(json.dumps({"version": 1, "patterns": {key(match, "sm90"): {"kernel": "k1", "date": "2026-11-01"}}}))
+    registry = PatternRegistry(tmp_path / "tuning.sqlite")
+    assert registry.lookup(match, "sm90") == "k1" and len(registry) == 1
+    assert not legacy.exists() and (tmp_path / "verified_patterns.json.migrated").exists()
+    assert PatternRegistry(tmp_path / "tuning.sqlite").lookup(match, "sm90") == "k1"  # now from the database
 
 
 class DataDependent(torch.nn.Module):

@@ -446,7 +446,7 @@ def examine(case: Case, tally: Tally, registry: PatternRegistry) -> None:
 def test_a_few_generated_modules_quickly(tmp_path) -> None:
     """The property on a handful of modules of each kind, for runs that leave the slow tests out."""
     tally = Tally()
-    registry = PatternRegistry(tmp_path / "patterns.json")
+    registry = PatternRegistry(tmp_path / "patterns.sqlite")
 
     @settings(max_examples=QUICK_EXAMPLES, **SETTINGS)
     @given(st.one_of(gemm_cases(), attention_cases()))
@@ -460,7 +460,7 @@ def test_a_few_generated_modules_quickly(tmp_path) -> None:
 @pytest.mark.slow
 def test_gemm_readings_are_the_modules_own_or_refused(tmp_path) -> None:
     tally = Tally()
-    registry = PatternRegistry(tmp_path / "patterns.json")
+    registry = PatternRegistry(tmp_path / "patterns.sqlite")
 
     @settings(max_examples=GEMM_EXAMPLES, **SETTINGS)
     @given(gemm_cases())
@@ -475,7 +475,7 @@ def test_gemm_readings_are_the_modules_own_or_refused(tmp_path) -> None:
 @pytest.mark.slow
 def test_attention_readings_are_the_modules_own_or_refused(tmp_path) -> None:
     tally = Tally()
-    registry = PatternRegistry(tmp_path / "patterns.json")
+    registry = PatternRegistry(tmp_path / "patterns.sqlite")
 
     @settings(max_examples=ATTENTION_EXAMPLES, **SETTINGS)
     @given(attention_cases())
@@ -495,7 +495,7 @@ def test_readings_checked_at_a_reduced_batch_are_right_or_refused(tmp_path) -> N
     It refuses more (an input whose first dimension is not a batch cannot be cut), so no rate is asserted
     beyond it being a minority."""
     tally = Tally()
-    registry = PatternRegistry(tmp_path / "patterns.json")
+    registry = PatternRegistry(tmp_path / "patterns.sqlite")
 
     @settings(max_examples=REDUCED_EXAMPLES, **SETTINGS)
     @given(st.one_of(gemm_cases(), attention_cases()))
@@ -566,7 +566,7 @@ def test_planted_misreadings_are_always_refused(tmp_path) -> None:
     """discover, its matcher replaced by one that plants a misreading in each reading it makes, keeps
     none of them: the module check can fail, and does, for every kind of misreading."""
     counts: Counter = Counter()
-    registry = PatternRegistry(tmp_path / "patterns.json")
+    registry = PatternRegistry(tmp_path / "patterns.sqlite")
 
     @settings(max_examples=PLANTED_EXAMPLES, **SETTINGS)
     @given(st.one_of(gemm_cases(), attention_cases()), st.data())

@@ -228,8 +228,8 @@ def test_nearest_shape_seeds(tmp_path: Path) -> None:
 
 def test_patterns_live_in_the_same_file(tmp_path: Path) -> None:
     db = db_at(tmp_path / "t.sqlite")
-    db.record_pattern("gemm|bf16|bf16|sm90|bias|m4096", "sm90_gemm_x")
-    assert db.lookup_pattern("gemm|bf16|bf16|sm90|bias|m4096") == "sm90_gemm_x" and db.pattern_count() == 1
+    db.patterns.record("gemm|bf16|bf16|sm90|bias|m4096", "sm90_gemm_x")
+    assert db.patterns.lookup("gemm|bf16|bf16|sm90|bias|m4096") == "sm90_gemm_x" and db.patterns.count() == 1
 
 
 def _writer(path: str, start: int) -> None:

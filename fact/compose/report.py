@@ -18,6 +18,7 @@ class ItemReport:
     status: str  # "composed", "kept" (original ops, with a reason), "planned" (no GPU here)
     reason: str = ""
     kernel: str = ""
+    config: str = ""  # the run-time knobs the kernel runs with, when tuned ("" for its family's defaults)
     op: str = ""
     exemplars: list[str] = field(default_factory=list)  # the corpus entries the kernel was grounded on
     origin: str = "template"  # "template" (fact's own templates) or "llm" (a composition inside the skeleton)
@@ -78,7 +79,7 @@ class Report:
                   "| reason |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for it in self.items:
-            lines.append(f"| {it.match_id} | {it.status} | {it.kernel or '-'} | {it.origin} | "
+            lines.append(f"| {it.match_id} | {it.status} | {_kernel(it)} | {it.origin} | "
                          f"{', '.join(it.exemplars) or '-'} | {_verification(it)} | "
                          f"{_ms(it.original_ms)} | {_ms(it.kernel_ms)} | {_x(it.speedup)} | {it.reason or ''} |")
         if self.rejections:
@@ -102,7 +103,7 @@ class Report:
         columns = [Column("item", key=True), Column("status"), Column("kernel", key=True),
                    Column("verified", wrap=True), Column("orig ms", justify="right"),
                    Column("kernel ms", justify="right"), Column("x", justify="right"), Column("reason", wrap=True)]
-        rows = [(it.match_id, it.status, it.kernel or "-", _verification(it), _ms(it.original_ms), _ms(it.kernel_ms),
+        rows = [(it.match_id, it.status, _kernel(it), _verification(it), _ms(it.original_ms), _ms(it.kernel_ms),
                  _x(it.speedup), it.reason) for it in self.items]
         caption = ("nothing verified or timed here (no CUDA GPU): the module runs its original ops"
                    if not self.verified else _end_to_end_line(self.end_to_end))
@@ -133,3 +134,8 @@ def _ms(v: float | None) -> str:
 
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
+
+
+def _kernel(it: ItemReport) -> str:
+    """The kernel's name, with its tuned run-time knobs when it has them."""
+    return f"{it.kernel or '-'}{f' @{it.config}' if it.config else ''}"

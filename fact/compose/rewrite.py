@@ -42,6 +42,7 @@ class KernelCall:
     scale: float = 0.0  # attention only
     kernel: str = ""  # the kernel's procedural name, for reports
     device: str = "cuda"  # the device type the kernel runs on
+    knobs: tuple[int, int, int] = (0, 1, 1)  # GEMM only: the run-time schedule it was verified with
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -143,7 +144,7 @@ def call_kernel(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) 
     if call.kind == "attention":
         out = fn(get["q"], get["k"], get["v"], call.scale)
         return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
-    return fn(*_gemm_operands(get)).reshape(call.out_shape)
+    return fn(*_gemm_operands(get), *call.knobs).reshape(call.out_shape)
 
 
 def breach(call: KernelCall, spec: Any) -> str | None:
@@ -279,7 +280,7 @@ def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
 
 
 def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name: str,
-            device: str = "cuda") -> KernelCall:
+            device: str = "cuda", knobs: tuple[int, int, int] = (0, 1, 1)) -> KernelCall:
     """Register `kernel` as the custom op of `spec` and put a guarded call to it where `match` was.
 
     Install a graph's matches in `last_first` order.
@@ -291,6 +292,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         kernel: the callable behind the op (a built kernel; a reference implementation in tests).
         name: the Dispatch submodule's attribute name.
         device: the device type the kernel serves.
+        knobs: a GEMM's run-time scheduling knobs (raster, swizzle, splits), as verified.
 
     Raises:
         LookupError: when the match's nodes cannot be replaced by one call (the reason says why).
@@ -307,7 +309,8 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         a = match.attention
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
-                      operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device)
+                      operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
+                      tuple(knobs) if match.attention is None else (0, 1, 1))
     broken = breach(call, spec)
     if broken is not None:
         raise LookupError(f"not composed: {broken}")

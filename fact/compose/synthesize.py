@@ -110,10 +110,11 @@ def synthesize(
     report = _report(plan, gpu)
     stage("realize: kernel specs and sources")
     real = {r.match_id: r for r in realizations(plan)}
+    knobs: dict[str, Any] = {}
     if tune:
         from fact.tune.hook import tuned_realizations
 
-        real, notes, _knobs = tuned_realizations(plan.items, real, mode="db")  # knobs: not applied yet
+        real, notes, knobs = tuned_realizations(plan.items, real, mode="db")
         report.notes.extend(notes)
     for item in plan.items:
         r = real[item.match.id]
@@ -121,13 +122,16 @@ def synthesize(
             match_id=item.match.id, pattern=item.match.pattern, nodes=list(item.match.nodes),
             status="kept" if r.spec is None else "planned", reason=r.reason or "",
             kernel=r.spec.name if r.spec else "", exemplars=list(r.exemplars), precision=item.match.precision.value,
+            config=knobs[item.match.id].tag if item.match.id in knobs else "",
         ))
     if not gpu:
         if compile_check:
             stage("compile-check: nvcc on every rendered kernel")
             _compile_check(real, report)
         return Synthesis(module, report, plan)
-    return _on_gpu(module, example_inputs, plan, captured, real, report, cache, benchmark, tuple(seeds), stage)
+    schedules = {match_id: k.astuple() for match_id, k in knobs.items()}
+    return _on_gpu(module, example_inputs, plan, captured, real, schedules, report, cache, benchmark, tuple(seeds),
+                   stage)
 
 
 def _report(plan: Any, gpu: bool) -> Report:
@@ -176,12 +180,13 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
                 item.status, item.reason = "kept", f"does not compile: {error}"
 
 
-def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any], report: Report,
-            cache: Any, benchmark: bool, seeds: tuple[int, ...], stage: Stage) -> Synthesis:
+def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any],
+            schedules: dict[str, tuple[int, int, int]], report: Report, cache: Any, benchmark: bool,
+            seeds: tuple[int, ...], stage: Stage) -> Synthesis:
     from fact.build.cache import BuildCache, load_library
     from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
-    from fact.realize.kernel import wrap
+    from fact.realize.kernel import DEFAULT_KNOBS, wrap
     from fact.verify.worker import Job, run_job
 
     cache = cache or BuildCache()
@@ -210,7 +215,8 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             rep.verification = {"category": "build_error"}
             continue
         rep.build_s = round(library.seconds, 2)
-        job = Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds)
+        schedule = schedules.get(item.match.id, DEFAULT_KNOBS)  # a tuned kernel is verified with its knobs
+        job = Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds, knobs=schedule)
         name = verification_key(job)
         earlier = cache.noted(library.key, name)
         if earlier is not None:  # this very library passed these very cases on this GPU and torch
@@ -226,8 +232,8 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
                                 "worst": v.worst, "tolerance": v.tolerance}
             cache.note(library.key, name, rep.verification)
         try:
-            call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
-                           f"fact_{index}")
+            call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name), schedule),
+                           f"fact_{index}", knobs=schedule)
         except LookupError as exc:
             rep.status, rep.reason = "kept", str(exc)
             continue
@@ -247,7 +253,8 @@ def verification_key(job: Any) -> str:
 
     import torch
 
-    parts = [job.target, repr(job.cases), repr(job.seeds), job.spec.key, torch.__version__, str(torch.version.cuda),
+    parts = [job.target, repr(job.cases), repr(job.seeds), job.spec.key, repr(job.knobs), torch.__version__,
+             str(torch.version.cuda),
              torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"]
     return "verified-" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 

@@ -23,12 +23,20 @@ def _launch_context(t: Any) -> tuple[int, int]:
     return int(torch.cuda.current_stream(t.device).cuda_stream), _sm_count(t.device.index or 0)
 
 
+DEFAULT_KNOBS = (0, 1, 1)
+
+
 @dataclass
 class GemmKernel:
-    """out = chain(a @ b) for 2-D or (batched) 3-D operands; bias [N] and residual like out."""
+    """out = chain(a @ b) for 2-D or (batched) 3-D operands; bias [N] and residual like out.
+
+    `knobs` are the run-time scheduling knobs every call passes (raster order, swizzle width, K
+    splits; see fact.tune.request.Knobs): a tuned kernel runs with the knobs it was tuned and
+    verified with."""
 
     spec: GemmSpec
     module: Any
+    knobs: tuple[int, int, int] = DEFAULT_KNOBS
 
     def __call__(self, a: Any, b: Any, bias: Any = None, residual: Any = None, out: Any = None) -> Any:
         import torch
@@ -36,7 +44,7 @@ class GemmKernel:
         if out is None:
             shape = (*a.shape[:-1], b.shape[-1])
             out = torch.empty(shape, dtype=a.dtype, device=a.device)
-        self.module.run(a, b, bias, residual, out, *_launch_context(out))
+        self.module.run(a, b, bias, residual, out, *_launch_context(out), *self.knobs)
         return out
 
     @property
@@ -65,5 +73,6 @@ class AttentionKernel:
         return out
 
 
-def wrap(spec: KernelSpec, module: Any) -> GemmKernel | AttentionKernel:
-    return GemmKernel(spec, module) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)
+def wrap(spec: KernelSpec, module: Any, knobs: tuple[int, int, int] = DEFAULT_KNOBS) -> GemmKernel | AttentionKernel:
+    """The callable of a loaded library; GEMMs run every call with `knobs`."""
+    return GemmKernel(spec, module, tuple(knobs)) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)

@@ -148,26 +148,20 @@ class LoadReport:
     ignored: dict[str, int]
 
 
-class TuningDB:
-    """The tuning database at `path` for one environment.
-
-    Args:
-        path: the SQLite file (default: $FACT_CACHE_DIR/tuning.sqlite).
-        env: the environment whose rows are trusted; rows of any other are ignored on load.
+class _Store:
+    """One SQLite file of the tuning schema: opening (WAL, busy timeout) and recovery.
 
     A file that is not a readable SQLite database of this schema is moved aside (its new name
     is logged) and a fresh one is started: a damaged database only loses reuse, never
     correctness.
     """
 
-    def __init__(self, path: Path | str | None, env: Environment) -> None:
+    def __init__(self, path: Path | str | None, *, opened: bool = False) -> None:
         self.path = Path(path) if path else default_path()
-        self.env = env
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.ignored: dict[str, int] = {}
-        self._open()
+        if not opened:  # `opened`: another store of this file has just checked it
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
 
-    # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 60000")
@@ -216,6 +210,42 @@ class TuningDB:
             yield conn
         finally:
             conn.close()
+
+
+class PatternTable(_Store):
+    """The verified-pattern registry's rows in the tuning database (fact.patterns.registry reads
+    them): pattern key -> the kernel (or corpus entry) that serves it, and when it was recorded."""
+
+    def record(self, key: str, kernel: str, date: str | None = None) -> None:
+        with self._conn() as conn:
+            conn.execute("INSERT OR REPLACE INTO patterns VALUES (?, ?, ?)",
+                         (key, kernel, date or dt.date.today().isoformat()))
+
+    def lookup(self, key: str) -> str | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT kernel FROM patterns WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def count(self) -> int:
+        with self._conn() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM patterns").fetchone()[0])
+
+
+class TuningDB(_Store):
+    """The tuning database at `path` for one environment.
+
+    Args:
+        path: the SQLite file (default: $FACT_CACHE_DIR/tuning.sqlite).
+        env: the environment whose rows are trusted; rows of any other are ignored on load.
+
+    A damaged file is moved aside and a fresh one started (see _Store).
+    """
+
+    def __init__(self, path: Path | str | None, env: Environment) -> None:
+        self.env = env
+        self.ignored: dict[str, int] = {}
+        super().__init__(path)
+        self.patterns = PatternTable(self.path, opened=True)  # the verified-pattern registry's rows
 
     # -- rows ---------------------------------------------------------------------------------
     def _row(self, target: Target, spec: GemmSpec, m: Measurement) -> dict[str, Any]:
@@ -368,20 +398,6 @@ class TuningDB:
             self._insert(good)
         return LoadReport(len(good), {"damaged": bad} if bad else {})
 
-    # -- the verified-pattern registry ----------------------------------------------------------
-    def record_pattern(self, key: str, kernel: str) -> None:
-        with self._conn() as conn:
-            conn.execute("INSERT OR REPLACE INTO patterns VALUES (?, ?, ?)", (key, kernel, dt.date.today().isoformat()))
 
-    def lookup_pattern(self, key: str) -> str | None:
-        with self._conn() as conn:
-            row = conn.execute("SELECT kernel FROM patterns WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
-    def pattern_count(self) -> int:
-        with self._conn() as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM patterns").fetchone()[0])
-
-
-__all__ = ["Environment", "LoadReport", "TuningDB", "TuningDBError", "default_path", "spec_from_json",
+__all__ = ["Environment", "LoadReport", "PatternTable", "TuningDB", "TuningDBError", "default_path", "spec_from_json",
            "spec_to_json"]

@@ -4,9 +4,9 @@
     real, notes, knobs = tuned_realizations(plan.items, real, mode="search")  # tune on a miss (GPU)
 
 A realization whose GEMM has a verified winner in the database (same device and versions)
-gets the winner's spec; its run-time knobs are returned for `apply_knobs(module, knobs)`.
-Composed modules do not apply them yet (knobs are per library, not per call), and the notes say
-that the tuned time was measured with them. Anything else keeps its family's default spec.
+gets the winner's spec, and its run-time knobs by match id: synthesis verifies the kernel with
+them and the composed op passes them on every call. Anything else keeps its family's default
+spec and CUTLASS's default knobs.
 """
 
 from __future__ import annotations
@@ -26,12 +26,6 @@ def target_of(match: Any, spec: GemmSpec) -> Target | None:
         return None
     return Target(spec.arch, spec.dtype, spec.precision, match.layouts[0], match.layouts[1], spec.epilogue,
                   match.problem)
-
-
-def apply_knobs(module: Any, knobs: Knobs) -> None:
-    """Set a loaded kernel library's run-time scheduling knobs (libraries without them are left alone)."""
-    if hasattr(module, "set_knobs"):
-        module.set_knobs(knobs.raster, knobs.swizzle, knobs.splits)
 
 
 def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str = "db", db: Any = None,
@@ -75,7 +69,7 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
         knobs[item.match.id] = Knobs.from_json(m.knobs)
         notes.append(f"{item.match.id}: tuned {spec.name} ({m.median_ms:.4f} ms"
                      + (f", {m.speedup:.2f}x cuBLAS" if m.speedup == m.speedup else "")
-                     + f" in the sweep, with knobs {m.knobs}; composed with its default knobs)")
+                     + f" in the sweep, knobs {knobs[item.match.id].tag})")
     return out, notes, knobs
 
 
@@ -94,4 +88,4 @@ def _default_db() -> Any:
         return None
 
 
-__all__ = ["apply_knobs", "target_of", "tuned_realizations"]
+__all__ = ["target_of", "tuned_realizations"]

@@ -45,6 +45,10 @@ class Knobs:
     def tag(self) -> str:
         return f"{Raster(self.raster).tag}_s{self.swizzle}_k{self.splits}"
 
+    def astuple(self) -> tuple[int, int, int]:
+        """(raster, swizzle, splits): what a kernel call passes (fact.realize.kernel.GemmKernel)."""
+        return (self.raster, self.swizzle, self.splits)
+
     def to_json(self) -> str:
         return json.dumps({"raster": self.raster, "swizzle": self.swizzle, "splits": self.splits}, sort_keys=True)
 

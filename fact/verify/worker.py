@@ -30,6 +30,7 @@ class Job:
     cases: tuple[Any, ...]
     seeds: tuple[int, ...]
     target: str = "fact.verify.worker:verify_built"
+    knobs: tuple[int, int, int] = (0, 1, 1)  # a GEMM's run-time scheduling knobs (raster, swizzle, splits)
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def verify_built(job: Job) -> Any:
     from fact.verify.check import verify
 
     module = load_library(job.library, job.module)
-    return verify(wrap(job.spec, module), job.spec, list(job.cases), list(job.seeds))
+    return verify(wrap(job.spec, module, job.knobs), job.spec, list(job.cases), list(job.seeds))
 
 
 def _entry(conn: Any, job: Job) -> None:

@@ -200,9 +200,7 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
                        time.perf_counter() - started)
     from fact.realize.kernel import wrap
 
-    kernel = wrap(spec, module)
-    if hasattr(module, "set_knobs"):
-        module.set_knobs(req.knobs.raster, req.knobs.swizzle, req.knobs.splits)
+    kernel = wrap(spec, module, req.knobs.astuple())
 
     def run(x: dict[str, Any]) -> Any:
         return kernel(x["a"], x["b"], x["bias"], x["residual"], x["out"])
