@@ -172,3 +172,47 @@ def test_gpu_composes_the_learned_kernel(promoted) -> None:
                                                                   module[0].bias.double()))
         got = synthesis.module(x)
     assert float((got.double() - want).norm() / want.norm()) < 2e-2
+
+
+def test_reference_cases_are_the_modules_own_computation() -> None:
+    from fact.agentic.verify import reference_cases
+
+    module = _module(torch.nn.ELU(), seed=5)
+    inputs = [torch.randn(64, 256, dtype=BF16)]
+    cap = capture(module, inputs)
+    task = find_tasks(cap)[0]
+    [case] = reference_cases(task, cap.graph_module, inputs, (7,), device="cpu")
+    assert case["a"].dtype == BF16 and case["w"].shape == (512, 256) and case["expected"].dtype == torch.float64
+    lin = module[0]
+    want = torch.nn.functional.elu(torch.nn.functional.linear(case["a"].double(), lin.weight.double(), lin.bias.double()))
+    assert torch.allclose(case["expected"], want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_learned_kernel_composes_like_a_template_one(promoted) -> None:
+    """The composition path of a learned kernel on the CPU: a SynthesizedSpec installed through
+    compose's public install, with a reference implementation standing in for the built kernel."""
+    from fact.agentic.learned import learned_matches, promoted_sources
+    from fact.agentic.spec import synthesized_spec
+    from fact.compose.rewrite import Dispatch, install
+
+    module = _module(torch.nn.ELU(), seed=6).eval()
+    inputs = [torch.randn(128, 256, dtype=BF16)]
+    cap = capture(module, inputs)
+    [(match, kernel)], _ = learned_matches(cap, promoted["registry"], "sm90", kb=promoted["kb"])
+    task = task_of(cap, match)
+    spec = synthesized_spec(task, promoted_sources(task, kernel), kernel.tunables)
+    assert spec.op == kernel.kernel and spec.tiles.tile == (128, 128, 64) and spec.tiles.cluster == (2, 1)
+    calls = []
+
+    def reference(a, b, bias, residual):
+        calls.append(a.shape)
+        return torch.nn.functional.elu(a.double() @ b.double() + bias.double()).to(a.dtype)
+
+    gm = cap.graph_module
+    install(gm, match, spec, reference, "fact_0", device="cpu")
+    gm.recompile()
+    x = torch.randn(128, 256, dtype=BF16)
+    with torch.no_grad():
+        got, want = gm(x), module(x)
+    assert calls == [(128, 256)] and isinstance(gm.fact_0, Dispatch) and gm.fact_0.kernel_calls == 1
+    assert torch.allclose(got.float(), want.float(), atol=3e-2, rtol=3e-2)

@@ -52,7 +52,9 @@ def reference_cases(task: SynthesisTask, gm: Any, example_inputs: Sequence[Any],
     cases = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(seed)
-        inputs = [torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype) for x in example_inputs]
+        # drawn on the CPU (the same values on any machine), then placed where the module lives
+        inputs = [torch.randn(x.shape, generator=gen, dtype=torch.float32).to(device=x.device, dtype=x.dtype)
+                  for x in example_inputs]
         # the kernel reads A exactly as the module passes it: compute it with the graph, not a guess
         seen = _float64_values(gm, inputs, (ops["a"], task.output))
         a = seen[ops["a"]].to(task.dtype.torch).to(device)
