@@ -153,7 +153,9 @@ def discover(
         kb: a KnowledgeBase to retrieve from (default: the corpus in memory, lexical).
         k: exemplars per match.
         agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
-        registry: verified patterns from earlier runs (default: the user cache).
+        registry: verified patterns from earlier runs (default: the user cache). A GEMM + tail
+            promoted from a verified synthesis (`fact corpus promote`) is matched as a learned
+            pattern (realization "llm"), found in `kb` or the repository's corpus.
         level: force the capture level ("module" or "aten").
         check: re-run every matched subgraph of the module in float64 against the kernel's reading
             of it, and refuse the matches that disagree (fact.verify.semantics).
