@@ -32,7 +32,7 @@ from fact.agentic.skeleton import Sources, render
 from fact.agentic.spec import SCHEDULES, SynthesizedSpec, synthesized_spec
 from fact.agentic.task import SynthesisTask
 from fact.core.enums import Arch
-from fact.realize.spec import Step
+from fact.realize.spec import GemmSpec, Step
 from fact.tune.candidates import Rejection, Space, Target
 from fact.tune.measurement import Measurement, Status, failure
 from fact.tune.request import DEFAULT_KNOBS, BenchRequest
@@ -79,7 +79,8 @@ def tunable_space(task: SynthesisTask, answer: Answer, *, model: str,
     Call it with an answer that passed `contract.check`: the slots are rendered as they are.
     """
     answers, rejected = variants(answer)
-    kernels, sources = [], {}
+    kernels: list[GemmSpec] = []
+    sources: dict[str, Sources] = {}
     for a in answers:
         src = render(task, a, model=model, prompt_sha=prompt_sha)
         spec = synthesized_spec(task, src, {n: t.value for n, t in a.tunables.items()})

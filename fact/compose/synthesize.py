@@ -327,7 +327,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
 def _verify_learned(learned: dict[str, _Learned], captured: Any, inputs: list[Any], cache: Any,
                     seeds: tuple[int, ...]) -> dict[str, tuple[Any, Any]]:
     """Build and verify every learned kernel; (spec, library) of those that passed, by match id."""
-    from fact.agentic.learned import realize_promoted
+    from fact.agentic.learned import promoted_sources, realize_promoted
     from fact.agentic.reporting import item_for
     from fact.agentic.spec import synthesized_spec
     from fact.agentic.verify import gpu_verifier, library_request
@@ -344,8 +344,6 @@ def _verify_learned(learned: dict[str, _Learned], captured: Any, inputs: list[An
         if rec.status != "verified":
             one.item.status = "kept"
             continue
-        from fact.agentic.learned import promoted_sources
-
         sources = promoted_sources(one.task, one.kernel)
         library = cache.ensure(library_request(sources))  # built (and cached) by the verifier
         ready[match_id] = (synthesized_spec(one.task, sources, one.kernel.tunables), library)
