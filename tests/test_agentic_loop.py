@@ -264,3 +264,46 @@ def test_gpu_verifies_and_times_the_good_composition(tmp_path: Path) -> None:
                                        verifier=gpu_verifier(cap, inputs))
     assert rec.status == "verified", rec.reason
     assert rec.verification["worst_rel_err"] <= rec.verification["tolerance"]
+
+
+def test_replay_is_offline_and_renders_what_the_cache_holds(task, fake_nvcc, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from fact.agentic.prompt import messages
+
+    exemplars = corpus_exemplars(task)
+    with ScriptedServer() as server:
+        server.script.append(("answer", answer("good_hardswish")))
+        first = loop_mod.synthesize_task(task, _client(server, tmp_path), exemplars, workdir=tmp_path / "live")
+    attempts: list[object] = []
+
+    def refuse(self, addr):
+        attempts.append(addr)
+        raise OSError("network disabled in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+    def replay(cache: Path, work: str):
+        client = LLMClient("openai/fact-test", api_base="http://198.51.100.1/v1", cache_dir=cache, replay=True)
+        return loop_mod.synthesize_task(task, client, exemplars, workdir=tmp_path / work)
+
+    def kernel_bytes(rec) -> bytes:
+        return (Path(rec.source_dir) / f"{rec.kernel}.cu").read_bytes()
+
+    again = replay(tmp_path / "llm", "again")
+    assert again.status == "compiled" and kernel_bytes(again) == kernel_bytes(first)
+    # a recorded answer brought into an empty cache replays to the same kernel (what scripts/gpu_agentic.py does)
+    seeded = LLMClient("openai/fact-test", cache_dir=tmp_path / "seeded", replay=True)
+    assert seeded.remember(messages(task, exemplars), answer("good_hardswish")) == first.prompt_sha
+    assert kernel_bytes(replay(tmp_path / "seeded", "seeded")) == kernel_bytes(first)
+    # the comparison can fail: a cached answer changed by one constant renders another kernel
+    [cached] = (tmp_path / "llm").glob("*.json")
+    data = json.loads(cached.read_text())
+    assert "x + 3.f" in data["content"]
+    data["content"] = data["content"].replace("x + 3.f", "x + 2.f")
+    cached.write_text(json.dumps(data))
+    changed = replay(tmp_path / "llm", "changed")
+    assert changed.sources_sha256 != first.sources_sha256 and kernel_bytes(changed) != kernel_bytes(first)
+    # nothing cached: replay says so and still reaches for no network
+    empty = replay(tmp_path / "empty", "empty")
+    assert empty.status == "no_answer" and "replay mode" in empty.reason
+    assert not attempts

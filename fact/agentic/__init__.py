@@ -4,7 +4,9 @@
     record = synthesize_task(task, LLMClient("openai/..."), corpus_exemplars(task), workdir=...)
 
 The answer is checked against the contract before anything is compiled; compiler errors go
-back in bounded rounds; a kernel is composed only after verification on a GPU.
+back in bounded rounds; a kernel is composed only after verification on a GPU. A verified kernel
+promoted into the corpus becomes a learned pattern that later discovery realizes without the LLM
+(fact.agentic.learned); the answer's tunables are swept by fact's tuner (fact.agentic.sweep).
 """
 
 from fact.agentic.answer import Answer, answer_schema, parse

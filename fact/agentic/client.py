@@ -130,13 +130,24 @@ class LLMClient:
                 break
             self._charge(litellm, response, account)
             content = response.choices[0].message.content or ""
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"v": CACHE_VERSION, "model": self.model, "prompt_sha": sha,
-                                       "content": content}, indent=1))
-            tmp.replace(path)
+            self._store(sha, content)
             return Reply(content, sha, cached=False)
         raise SynthesisError(f"the LLM gave no answer after {self.retries + 1} attempt(s): {last}")
+
+    def remember(self, messages: list[dict[str, str]], content: str) -> str:
+        """Store `content` as the model's answer to `messages` (a recorded answer brought into the
+        cache, so that a replay serves it with no network); returns the prompt hash."""
+        sha = prompt_sha(self.model, messages)
+        self._store(sha, content)
+        return sha
+
+    def _store(self, sha: str, content: str) -> None:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        path = self.cache_dir / f"{sha}.json"
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"v": CACHE_VERSION, "model": self.model, "prompt_sha": sha,
+                                   "content": content}, indent=1))
+        tmp.replace(path)
 
     @staticmethod
     def _charge(litellm: Any, response: Any, account: Account) -> None:

@@ -3,11 +3,13 @@
 Only a record that says the kernel verified on a GPU is promoted; anything else is refused with
 the reason. The entry is the kernel source plus a sidecar in the usual schema whose params carry
 the provenance (model, prompt hash, the exemplars it drew on, GPU and date of verification). The
-pattern registry then records the rule, so later discovery finds the kernel without the LLM.
+pattern registry then records the rule, so later discovery finds the kernel without the LLM
+(fact.agentic.learned); the hash of the kernel source is kept so a changed entry is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import tempfile
@@ -72,6 +74,7 @@ def promote(record: SynthesisRecord, corpus: Path, *, registry: object | None = 
     params = {"origin": "llm", "llm_model": record.model, "prompt_sha256": record.prompt_sha,
               "grounded_on": ",".join(e["id"] for e in record.exemplars), "custom_steps": ",".join(tail),
               "kernel": record.kernel, "sources_sha256": record.sources_sha256,
+              "kernel_sha256": hashlib.sha256(source.encode()).hexdigest(),
               **{f"tunable_{k}": str(t["value"]) for k, t in sorted(record.tunables.items())}}
     text = ENV.get_template("sidecar.toml.j2").render(
         id=entry_id, arch=record.arch, title=f"Synthesized {record.arch} GEMM + {' + '.join(match.epilogue)} (EVT)",

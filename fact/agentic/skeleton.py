@@ -61,12 +61,18 @@ def render(task: SynthesisTask, answer: Answer, *, model: str, prompt_sha: str) 
         tile=_dims(answer.tunable("tile")), cluster=_dims(answer.tunable("cluster")),
         kernel_schedule=answer.tunable("kernel_schedule"), epilogue_schedule=answer.tunable("epilogue_schedule"),
         functors=comp.functors.strip(), fusion=comp.fusion.strip(), fusion_arguments=comp.fusion_arguments.strip())
+    return with_host_code(task, name, kernel, key=digest, exemplars=exemplars)
+
+
+def with_host_code(task: SynthesisTask, name: str, kernel: str, *, key: str, exemplars: list[str]) -> Sources:
+    """The kernel text (rendered from an answer, or a promoted corpus entry's source as it is)
+    with fact's own ABI header and binding around it."""
     binding = ENV.get_template("binding.cpp.j2").render(
-        name=name, key=digest, op=name, exemplars=exemplars, kind="gemm",
+        name=name, key=key, op=name, exemplars=exemplars, kind="gemm",
         source_kind="bias" if task.has_bias else "none", dtype=_TORCH_DTYPE[task.dtype.value], batched=False,
         causal=False, row_a=True, row_b=False)  # x row-major, the Linear weight read as column-major B
     abi = ENV.get_template("abi.h.j2").render()
     return Sources(name=name, files={"fact_abi.h": abi, f"{name}.cu": kernel, "binding.cpp": binding})
 
 
-__all__ = ["ENV", "Sources", "render"]
+__all__ = ["ENV", "Sources", "render", "with_host_code"]

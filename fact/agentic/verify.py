@@ -52,7 +52,9 @@ def reference_cases(task: SynthesisTask, gm: Any, example_inputs: Sequence[Any],
     cases = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(seed)
-        inputs = [torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype) for x in example_inputs]
+        # drawn on the CPU (the same values on any machine), then placed where the module lives
+        inputs = [torch.randn(x.shape, generator=gen, dtype=torch.float32).to(device=x.device, dtype=x.dtype)
+                  for x in example_inputs]
         # the kernel reads A exactly as the module passes it: compute it with the graph, not a guess
         seen = _float64_values(gm, inputs, (ops["a"], task.output))
         a = seen[ops["a"]].to(task.dtype.torch).to(device)
@@ -84,9 +86,18 @@ def run_in_worker(job: Any) -> dict[str, Any]:
             "gpu": torch.cuda.get_device_name(0), "date": dt.date.today().isoformat()}
 
 
+def library_request(sources: Sources) -> Any:
+    """The BuildRequest of a synthesized kernel's sources (sm90a, CUTLASS headers)."""
+    from fact.build.cache import cuda_request
+    from fact.build.toolchain import find_toolchain
+
+    tc = find_toolchain()
+    return cuda_request(sources.name, sources.files, "9.0a", [str(p) for p in tc.includes])
+
+
 def gpu_verifier(captured: Any, example_inputs: Sequence[Any], seeds: Sequence[int] = (0, 1, 2, 3, 4),
-                 timeout: float = 300.0) -> Verifier | None:
-    """A verifier for the loop, or None when no CUDA GPU is here."""
+                 timeout: float = 300.0, cache: Any = None) -> Verifier | None:
+    """A verifier for the loop, or None when no CUDA GPU is here (`cache`: a BuildCache, default the user's)."""
     try:
         import torch
     except ImportError:
@@ -95,15 +106,12 @@ def gpu_verifier(captured: Any, example_inputs: Sequence[Any], seeds: Sequence[i
         return None
 
     def verify(task: SynthesisTask, sources: Sources, folder: Path) -> VerifyOutcome:
-        from fact.build.cache import BuildCache, cuda_request
-        from fact.build.toolchain import find_toolchain
+        from fact.build.cache import BuildCache
         from fact.core.errors import BuildError
         from fact.verify.worker import Job, run_job
 
-        tc = find_toolchain()
-        req = cuda_request(sources.name, sources.files, "9.0a", [str(p) for p in tc.includes])
         try:
-            lib = BuildCache().ensure(req)
+            lib = (cache or BuildCache()).ensure(library_request(sources))
         except BuildError as exc:
             return VerifyOutcome(False, f"build failed: {str(exc)[:300]}", {"category": "build_error"})
         cases = reference_cases(task, captured.graph_module, example_inputs, seeds)
@@ -122,4 +130,4 @@ def gpu_verifier(captured: Any, example_inputs: Sequence[Any], seeds: Sequence[i
     return verify
 
 
-__all__ = ["gpu_verifier", "reference_cases", "run_in_worker"]
+__all__ = ["gpu_verifier", "library_request", "reference_cases", "run_in_worker"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
+import dataclasses
 import logging
 import os
 import tempfile
@@ -66,6 +67,7 @@ def synthesize(
     benchmark: bool = True,
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     on_stage: Stage | None = None,
+    registry: Any = None,
 ) -> Synthesis:
     """Synthesize `module` onto verified CUTLASS kernels.
 
@@ -83,6 +85,9 @@ def synthesize(
         benchmark: time every composed kernel and the whole module against the original.
         seeds: random seeds of the verification (each at several shapes).
         on_stage: called with a short line as each stage starts (a progress display).
+        registry: the PatternRegistry of verified and learned patterns (default: the user's). A
+            GEMM + tail promoted from a verified synthesis (`fact corpus promote`) is realized from
+            its corpus source without the LLM; the report names it origin "llm" with its exemplars.
 
     Returns:
         A Synthesis; its module runs the original ops wherever no verified kernel fits.
@@ -105,18 +110,24 @@ def synthesize(
 
         agent = PlanAgent(llm)
     stage("discover: capture, match, check against the module, retrieve")
-    plan, captured = discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, agent=agent)
+    plan, captured = discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, agent=agent,
+                                       registry=registry)
     gpu = torch.cuda.is_available()
     report = _report(plan, gpu)
     stage("realize: kernel specs and sources")
-    real = {r.match_id: r for r in realizations(plan)}
+    templated = [i for i in plan.items if i.match.realization != "llm"]
+    real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)))}
     knobs: dict[str, Any] = {}
     if tune:
         from fact.tune.hook import tuned_realizations
 
-        real, notes, knobs = tuned_realizations(plan.items, real, mode="db")
+        real, notes, knobs = tuned_realizations(templated, real, mode="db")
         report.notes.extend(notes)
+    learned = _learned(plan, captured, kb, report)
     for item in plan.items:
+        if item.match.id in learned:
+            report.items.append(learned[item.match.id].item)
+            continue
         r = real[item.match.id]
         report.items.append(ItemReport(
             match_id=item.match.id, pattern=item.match.pattern, nodes=list(item.match.nodes),
@@ -128,10 +139,65 @@ def synthesize(
         if compile_check:
             stage("compile-check: nvcc on every rendered kernel")
             _compile_check(real, report)
+            _compile_check_learned(learned)
         return Synthesis(module, report, plan)
     schedules = {match_id: k.astuple() for match_id, k in knobs.items()}
     return _on_gpu(module, example_inputs, plan, captured, real, schedules, report, cache, benchmark, tuple(seeds),
-                   stage)
+                   stage, learned)
+
+
+@dataclass
+class _Learned:
+    """A plan item served by a promoted synthesized kernel: its task, kernel and report line."""
+
+    task: Any
+    kernel: Any
+    item: ItemReport
+
+
+def _learned(plan: Any, captured: Any, kb: Any, report: Report) -> dict[str, _Learned]:
+    """The plan's learned items (realization "llm"), each with its promoted kernel; an item whose
+    kernel cannot be found or read is kept on its original ops with the reason."""
+    from fact.agentic.learned import ORIGIN_NOTE, find_promoted, task_of
+    from fact.core.errors import FactError
+
+    out: dict[str, _Learned] = {}
+    for item in plan.items:
+        if item.match.realization != "llm":
+            continue
+        m = item.match
+        line = ItemReport(match_id=m.id, pattern=m.pattern, nodes=list(m.nodes), status="kept", origin="llm",
+                          exemplars=[e.id for e in item.exemplars], precision=m.precision.value)
+        if kb is None:
+            from fact.knowledge.base import KnowledgeBase
+
+            kb = KnowledgeBase.in_memory()
+        kernel = find_promoted(str(item.verified_before), kb=kb)
+        try:
+            task = task_of(captured, m, plan.precision_policy, plan.arch)
+        except FactError as exc:
+            kernel = str(exc)
+        if isinstance(kernel, str):
+            line.reason = kernel
+            out[m.id] = _Learned(None, None, line)
+            continue
+        line.status, line.kernel = "planned", kernel.kernel
+        out[m.id] = _Learned(task, kernel, line)
+        report.notes.append(f"{m.id}: " + ORIGIN_NOTE.format(entry=kernel.entry_id)
+                            + f" (composition by {kernel.model}, prompt {kernel.prompt_sha[:12]})")
+    return out
+
+
+def _compile_check_learned(learned: dict[str, _Learned]) -> None:
+    from fact.agentic.learned import realize_promoted
+
+    for one in learned.values():
+        if one.kernel is None:
+            continue
+        rec = realize_promoted(one.task, one.kernel, workdir=Path(tempfile.mkdtemp(prefix="fact-check-")))
+        one.item.verification = {"category": "compiles" if rec.status == "compiled" else rec.status}
+        if rec.status != "compiled":
+            one.item.status, one.item.reason = "kept", rec.reason
 
 
 def _report(plan: Any, gpu: bool) -> Report:
@@ -172,7 +238,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
         except FactError as exc:
             return item, str(exc).splitlines()[0]
 
-    todo = [it for it in report.items if it.status == "planned"]
+    todo = [it for it in report.items if it.status == "planned" and it.match_id in real]
     with cf.ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 2))) as pool:
         for item, error in pool.map(one, todo):
             item.verification = {"category": "compiles" if error is None else "build_error"}
@@ -182,7 +248,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 
 def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any],
             schedules: dict[str, tuple[int, int, int]], report: Report, cache: Any, benchmark: bool,
-            seeds: tuple[int, ...], stage: Stage) -> Synthesis:
+            seeds: tuple[int, ...], stage: Stage, learned: dict[str, _Learned] | None = None) -> Synthesis:
     from fact.build.cache import BuildCache, load_library
     from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
@@ -191,7 +257,8 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
 
     cache = cache or BuildCache()
     items = {it.match_id: it for it in report.items}
-    todo = [i for i in plan.items if real[i.match.id].spec is not None]
+    learned = learned or {}
+    todo = [i for i in plan.items if i.match.id in real and real[i.match.id].spec is not None]
     stage(f"build: {len(todo)} kernels with nvcc (cached by content)")
 
     def build(item: Any) -> tuple[Any, Any]:
@@ -205,11 +272,26 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
         built = list(pool.map(build, todo))
     stage("verify: each kernel in a worker process, several shapes and seeds")
     gm = captured.graph_module
+    # learned kernels are verified against the module's own subgraph, before anything is installed
+    ready = _verify_learned(learned, captured, inputs, cache, seeds)
+    built += [(item, ready[item.match.id][1]) for item in plan.items if item.match.id in ready]
     order = {m.id: i for i, m in enumerate(last_first(gm, [item.match for item, _ in built]))}
     built.sort(key=lambda pair: order[pair[0].match.id])
     composed: dict[str, ComposedKernel] = {}
     for index, (item, library) in enumerate(built):
-        rep, spec = items[item.match.id], real[item.match.id].spec
+        rep = items[item.match.id]
+        if item.match.id in ready:
+            spec = ready[item.match.id][0]
+            try:
+                call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
+                               f"fact_{index}")
+            except LookupError as exc:
+                rep.status, rep.reason = "kept", str(exc)
+                continue
+            rep.status, rep.op = "composed", f"fact::{call.op}"
+            composed[call.op] = ComposedKernel(call.op, call.kind, spec.name, library, verification=rep.verification)
+            continue
+        spec = real[item.match.id].spec
         if isinstance(library, Exception):
             rep.status, rep.reason = "kept", f"build failed: {str(library).splitlines()[0]}"
             rep.verification = {"category": "build_error"}
@@ -244,6 +326,32 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     stage("check: the composed module against the original, end to end")
     _end_to_end(module, gm, inputs, report, benchmark, synthesis)
     return synthesis
+
+
+def _verify_learned(learned: dict[str, _Learned], captured: Any, inputs: list[Any], cache: Any,
+                    seeds: tuple[int, ...]) -> dict[str, tuple[Any, Any]]:
+    """Build and verify every learned kernel; (spec, library) of those that passed, by match id."""
+    from fact.agentic.learned import promoted_sources, realize_promoted
+    from fact.agentic.reporting import item_for
+    from fact.agentic.spec import synthesized_spec
+    from fact.agentic.verify import gpu_verifier, library_request
+
+    ready: dict[str, tuple[Any, Any]] = {}
+    verifier = gpu_verifier(captured, inputs, seeds, cache=cache)
+    for match_id, one in learned.items():
+        if one.kernel is None:
+            continue
+        work = Path(tempfile.mkdtemp(prefix="fact-learned-"))
+        rec = realize_promoted(one.task, one.kernel, workdir=work, compile=False, verifier=verifier)
+        line = item_for(rec)
+        one.item.verification, one.item.reason = line.verification, line.reason
+        if rec.status != "verified":
+            one.item.status = "kept"
+            continue
+        sources = promoted_sources(one.task, one.kernel)
+        library = cache.ensure(library_request(sources))  # built (and cached) by the verifier
+        ready[match_id] = (synthesized_spec(one.task, sources, one.kernel.tunables), library)
+    return ready
 
 
 def verification_key(job: Any) -> str:

@@ -83,15 +83,18 @@ def discover_captured(
     captured = capture(module, example_inputs, level=level)  # type: ignore[arg-type]
     notes.extend(captured.trace_notes)
     result = match_graph(captured, arch=arch, precision=precision)
-    if not result.matches:
-        notes.append("no subgraph matched a pattern: the module keeps its original ops")
     if kb is None and result.matches:
         from fact.knowledge.base import KnowledgeBase
 
         kb = KnowledgeBase.in_memory()
     registry = registry or PatternRegistry()
+    learned = _learned(captured, registry, arch, precision, kb, notes)
+    if not result.matches and not learned:
+        notes.append("no subgraph matched a pattern: the module keeps its original ops")
+    covered = {n for m, _ in learned for n in m.nodes}
+    matches = [m for m in result.matches if not covered & set(m.nodes)]
     items = []
-    for m in result.matches:
+    for m in matches:
         exemplars: tuple[Exemplar, ...] = ()
         tier, note = "none", "no knowledge base"
         if kb is not None:
@@ -104,10 +107,20 @@ def discover_captured(
             eager_ms=est.eager_s * 1e3, tuned_ms=est.tuned_s * 1e3,
             verified_before=registry.lookup(m, arch), grounding=tier, grounding_note=note,
         ))
+    for m, kernel in learned:
+        est = estimate(m, arch)
+        items.append(PlanItem(
+            match=m, exemplars=tuple(Exemplar(i, 0.0, "", "grounding of the promoted synthesis") for i in kernel.grounded_on),
+            eager_ms=est.eager_s * 1e3, tuned_ms=est.tuned_s * 1e3, verified_before=kernel.entry_id,
+            grounding="promoted", grounding_note=f"kernel {kernel.kernel} promoted from a synthesis by {kernel.model} "
+                                                 f"(prompt {kernel.prompt_sha[:12]}); realized without the LLM",
+        ))
     items.sort(key=lambda i: (-i.saved_ms, i.match.anchor))
+    kept_ids = {i.match.id for i in items}
     plan = Plan(
         module=type(module).__name__, arch=arch, level=captured.level, precision_policy=precision,
-        items=tuple(items), rejections=tuple(result.rejections), groups=tuple(result.groups), notes=tuple(notes),
+        items=tuple(items), rejections=tuple(r for r in result.rejections if r.node not in covered),
+        groups=tuple(g for g in result.groups if all(member in kept_ids for member in g.members)), notes=tuple(notes),
     )
     if agent is not None:
         plan = agent.review(plan, captured, kb)
@@ -140,7 +153,9 @@ def discover(
         kb: a KnowledgeBase to retrieve from (default: the corpus in memory, lexical).
         k: exemplars per match.
         agent: an optional fact.discover.agent.PlanAgent that reviews the plan.
-        registry: verified patterns from earlier runs (default: the user cache).
+        registry: verified patterns from earlier runs (default: the user cache). A GEMM + tail
+            promoted from a verified synthesis (`fact corpus promote`) is matched as a learned
+            pattern (realization "llm"), found in `kb` or the repository's corpus.
         level: force the capture level ("module" or "aten").
         check: re-run every matched subgraph of the module in float64 against the kernel's reading
             of it, and refuse the matches that disagree (fact.verify.semantics).
@@ -154,23 +169,39 @@ def discover(
 
 def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any], module: Any = None) -> Plan:
     """Keep the items whose reading agrees with the module's own float64 computation; the others
-    become rejections with the reason (their original ops stay)."""
+    become rejections with the reason (their original ops stay). Learned (LLM-composed) kernels
+    have no reading to check: they are verified against the module's own subgraph itself."""
     import dataclasses
 
     from fact.patterns.types import Rejection
     from fact.verify.semantics import check_matches
 
-    if not plan.items:
+    read = [i for i in plan.items if i.match.realization != "llm"]
+    if not read:
         return plan
     if hasattr(example_inputs, "shape"):
         example_inputs = [example_inputs]
-    verdicts = check_matches(captured, [i.match for i in plan.items], example_inputs, module=module)
-    kept = tuple(i for i, v in zip(plan.items, verdicts, strict=True) if v.agrees)
+    verdicts = check_matches(captured, [i.match for i in read], example_inputs, module=module)
+    refused_ids = {i.match.id for i, v in zip(read, verdicts, strict=True) if not v.agrees}
+    kept = tuple(i for i in plan.items if i.match.id not in refused_ids)
     refused = tuple(Rejection(i.match.anchor, i.match.pattern, v.reason or "refused", pattern=i.match.pattern)
-                    for i, v in zip(plan.items, verdicts, strict=True) if not v.agrees)
+                    for i, v in zip(read, verdicts, strict=True) if not v.agrees)
     kept_ids = {i.match.id for i in kept}
     groups = tuple(g for g in plan.groups if all(member in kept_ids for member in g.members))
     return dataclasses.replace(plan, items=kept, rejections=plan.rejections + refused, groups=groups)
+
+
+def _learned(captured: Any, registry: PatternRegistry, arch: str, precision: str, kb: Any,
+             notes: list[str]) -> list[tuple[Match, Any]]:
+    """Subgraphs whose GEMM + tail pattern was promoted from a verified synthesis (the registry
+    learned it), each with the promoted kernel that serves it; notes say why a hit cannot serve."""
+    if not len(registry):
+        return []
+    from fact.agentic.learned import learned_matches
+
+    found, why = learned_matches(captured, registry, arch, precision, kb=kb)
+    notes.extend(why)
+    return found
 
 
 def _exemplars(kb: Any, grounding: Grounding) -> tuple[Exemplar, ...]:

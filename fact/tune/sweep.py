@@ -236,7 +236,7 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
          strategy: str = "topk", budget: Budget | None = None, device: DeviceProfile = H100_SXM,
          options: strategies.Options | None = None, on_progress: Callable[[Progress], None] | None = None,
          reps: int = DEFAULT_REPS, use_heuristics: bool = True, seed_from_nearest: bool = True,
-         timeout_s: float = 120.0) -> SweepResult:
+         timeout_s: float = 120.0, space: Space | None = None) -> SweepResult:
     """Tune one target: enumerate, rank, search with `strategy`, record everything.
 
     Args:
@@ -248,12 +248,14 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
         device: the profile the candidate rules and the ranking use.
         options: strategy options (the ranking and the nearest shape's seeds are filled in).
         on_progress: called with a Progress after every batch (the live view).
+        space: the candidates, when they do not come from the CUTLASS hierarchy's enumeration (the
+            renders of a synthesized composition's tunables: fact.agentic.sweep).
 
     Raises:
         NoCandidateError: no kernel can serve the target (the message says why).
     """
     budget = budget or Budget()
-    space = enumerate_space(target, device)
+    space = space if space is not None else enumerate_space(target, device)
     ranked, ranking = rank(space.kernels, target.problem, device, use_heuristics=use_heuristics)
     opts = options or strategies.Options()
     seeded_from = ""
