@@ -101,6 +101,43 @@ def test_constants_reach_the_source() -> None:
     assert "x * 0.125f" in src and "{{0.5f}}" in src
 
 
+@pytest.mark.parametrize("dtype, precision, fast", [(DType.BF16, Precision.BF16, True), (DType.F16, Precision.FP16, True),
+                                                   (DType.F32, Precision.TF32, False)])
+def test_16_bit_outputs_take_fast_activation_forms_and_fp32_the_exact_ones(dtype, precision, fast) -> None:
+    tiles = Sm90Tiles((128, 128, 32 if dtype is DType.F32 else 64), (1, 1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
+    for act in ("silu", "sigmoid", "gelu_tanh", "tanh", "mish"):
+        spec = GemmSpec(Arch.SM90, dtype, precision, Layout.ROW, Layout.COL, (Step("bias"), Step(act)), Mode.GEMM, tiles)
+        src = render(spec).sources[f"{spec.name}.cu"]
+        assert ("#if defined(__CUDA_ARCH__)" in src) is fast, act  # the host pass always keeps the exact form
+        assert "tanhf(" in src or "expf(" in src, act
+
+
+# The fast forms' identities (fact/realize/templates/_macros.j2), in float32 against float64: the
+# device intrinsics (__expf, __fdividef, tanh.approx) add at most ~2^-11 on top, checked on the GPU.
+_FAST = {
+    "silu": lambda x: x / (1 + torch.exp(-x)),
+    "sigmoid": lambda x: 1 / (1 + torch.exp(-x)),
+    "gelu_tanh": lambda x: x / (1 + torch.exp(-1.5957691216057308 * (x + 0.044715 * x * x * x))),
+    "mish": lambda x: torch.where(x > 20, x, x * (lambda n: n / (n + 2))(torch.exp(x.clamp(max=20)) * (torch.exp(x.clamp(max=20)) + 2))),
+}
+_EXACT = {
+    "silu": lambda x: x * torch.sigmoid(x),
+    "sigmoid": torch.sigmoid,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "mish": torch.nn.functional.mish,
+}
+
+
+@pytest.mark.parametrize("act", sorted(_FAST))
+def test_fast_activation_identities_hold_over_the_whole_range(act) -> None:
+    x = torch.cat([torch.linspace(-100, 100, 200_001), torch.logspace(-30, 1, 1000), -torch.logspace(-30, 1, 1000)])
+    got = _FAST[act](x.float()).double()
+    want = _EXACT[act](x.double())
+    assert torch.isfinite(got).all()
+    # relative, or absolute below float64's own rounding of 1 + tanh (the reference's error near -8)
+    assert bool(((got - want).abs() <= 1e-5 * want.abs() + 1e-13).all())
+
+
 def test_fp32_exact_goes_to_3xtf32_and_large_k_to_streamk() -> None:
     from .models.zoo import MatMul
 

@@ -145,7 +145,9 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
 def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
     """Render the kernel and binding sources of a (validated) spec."""
     spec.validate()
-    common = {"name": spec.name, "key": spec.key, "op": spec.op, "exemplars": list(exemplars)}
+    common = {"name": spec.name, "key": spec.key, "op": spec.op, "exemplars": list(exemplars),
+              # 16-bit outputs take the activations' fast-math forms: their error is below the output's rounding
+              "fast_math": spec.dtype.bits == 16}
     abi = ENV.get_template("abi.h.j2").render()
     if isinstance(spec, GemmSpec):
         if isinstance(spec.tiles, Sm90Tiles):
