@@ -27,7 +27,6 @@ from fact.realize.spec import (
     Step,
 )
 
-
 # The families whose kernels use wgmma / TMA and build for sm90a only.
 SM90_FAMILIES = ("sm90_gemm", "sm90_gemm_3xtf32", "fmha_sm90")
 

@@ -26,6 +26,7 @@ with the kernel on the same inputs.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -78,12 +79,14 @@ def split(x: torch.Tensor, rounding: str = "round") -> tuple[torch.Tensor, torch
             shared memory); "trunc": big = trunc_tf32(x), small = trunc_tf32(x - big) (what wgmma reads
             from the raw fp32 values, were they left as they are).
 
-    Infinities get small = 0 (x - big would be NaN); NaN stays NaN in both parts.
+    Infinities get small = 0 (x - big would be NaN); NaN stays NaN in both parts; a finite x that
+    rounds past the largest TF32 keeps its truncated big part, as in the kernel.
     """
     if rounding not in ("round", "trunc"):
         raise ValueError(f"rounding must be 'round' or 'trunc', not {rounding!r}")
     to_tf32 = round_tf32 if rounding == "round" else trunc_tf32
     big = to_tf32(x)
+    big = torch.where(torch.isinf(big) & torch.isfinite(x), trunc_tf32(x), big)
     rest = torch.where(torch.isinf(x), torch.zeros_like(x), x - big)
     return big, to_tf32(rest)
 
@@ -126,7 +129,7 @@ def fp32_fma_accumulate(a: torch.Tensor, b: torch.Tensor, splits: int = 1) -> to
     s, k = a.shape
     parts = []
     bounds = [round(i * k / splits) for i in range(splits + 1)]
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         acc = torch.zeros(s, dtype=torch.float64)
         for i in range(lo, hi):
             acc = (acc + a[:, i].double() * b[:, i].double()).float().double()
