@@ -57,14 +57,15 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
 
     Raises:
-        SpecError: the match is not fp32 exact, its operands are not K-major (TN) or not 16-byte
-            aligned along K, or the spec refuses the combination.
+        SpecError: the match is not fp32 exact, its operands are not K-major (TN), K or N is not a
+            multiple of 4 (16-byte rows for TMA), or the spec refuses the combination.
     """
     assert match.problem is not None and match.layouts is not None
     if match.dtype is not DType.F32 or match.precision is not Precision.EXACT:
         raise SpecError("the sm90 3xTF32 family serves fp32 operands at precision exact")
-    if match.problem.k % 4:
-        raise SpecError(f"K = {match.problem.k} is not a multiple of 4: TMA needs 16-byte aligned rows of A and B")
+    if match.problem.k % 4 or match.problem.n % 4:
+        raise SpecError(f"K = {match.problem.k}, N = {match.problem.n}: both must be multiples of 4, as TMA reads "
+                        "and writes 16-byte aligned rows (A and B along K, C and D along N)")
     la, lb = match.layouts
     mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
     scheduler = Scheduler.PERSISTENT
