@@ -17,7 +17,11 @@ keeps what it measured. For transposed operands the kernel (which reads K-major 
 with the copy that makes them K-major, and the row says so.
 
 The build cache is FACT_CACHE_DIR (default ~/.cache/fact); builds run in parallel on all cores
-(MAX_JOBS is set per build from --jobs).
+(MAX_JOBS is set per build from --jobs). Where one command may run at most 10 minutes, keep the cache
+inside the checkout (FACT_CACHE_DIR=$PWD/.fact-cache, git-ignored) and split the run:
+    FACT_CACHE_DIR=$PWD/.fact-cache python scripts/gpu_exact_fp32.py --out $OUT --phase build
+    FACT_CACHE_DIR=$PWD/.fact-cache python scripts/gpu_exact_fp32.py --out $OUT --no-verify --only square
+    ... (--only selects cases by label; --no-verify skips fact.verify's protocol after its first run)
 """
 
 from __future__ import annotations
@@ -353,13 +357,15 @@ def main() -> int:
                     help="build: compile only; check: verify and time (builds what is missing)")
     ap.add_argument("--jobs", type=int, default=8, help="parallel builds")
     ap.add_argument("--reps", type=int, default=30, help="timed runs per measurement (median)")
-    ap.add_argument("--only", help="run only cases whose label contains this")
+    ap.add_argument("--only", help="run only cases whose label contains this ('model': only the model check); "
+                                   "writes exact_fp32_ONLY.json")
     ap.add_argument("--quick", action="store_true", help="one seed, shapes up to 2^33 multiply-adds")
     ap.add_argument("--no-verify", action="store_true", help="skip fact.verify's protocol")
     ap.add_argument("--dry-run", action="store_true", help="write the plan (kernels, cases) and exit; no GPU")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "exact_fp32.json"
+    # a run of some cases writes its own file, so that split runs do not overwrite each other
+    path = args.out / (f"exact_fp32_{args.only}.json" if args.only else "exact_fp32.json")
     if args.dry_run:
         path.write_text(json.dumps({"dry_run": True, "plan": plan(), "rows": []}, indent=1))
         print(f"plan of {len(plan()['kernels'])} kernels and {len(plan()['cases'])} cases -> {path}")
@@ -396,8 +402,9 @@ def main() -> int:
             save()
         built = {role: build(render(spec), cache) for role, spec in kernels().items() if out["builds"][role]["ok"]}
         flush = torch.empty(256 * 2**20 // 4, device="cuda")
-        out["model_vs_kernel"] = model_check(built)
-        save()
+        if not args.only or args.only in "model":
+            out["model_vs_kernel"] = model_check(built)
+            save()
         for case in cases(args.quick):
             if args.only and args.only not in case.label:
                 continue

@@ -182,6 +182,32 @@ def test_one_instance_compiles_for_sm90a(tmp_path: Path) -> None:
     assert (tmp_path / "kernel.o").stat().st_size > 0
 
 
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="needs an sm90 GPU")
+@pytest.mark.parametrize("inputs", ["uniform", "wide"])
+def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
+    """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs."""
+    from fact.build.cache import BuildCache
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    kernel = build(render(exact_sm90()[0]), BuildCache(tmp_path))
+    for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 65536)):
+        g = torch.Generator(device="cuda").manual_seed(k)
+        a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
+        if inputs == "wide":
+            a, w = a * 10.0 ** (a * 4), w * 10.0 ** (w * 4)
+        ref = a.double() @ w.double().T
+        out = torch.full((m, n), float("nan"), device="cuda")
+        kernel(a, w.T, None, None, out)
+        fact_err = float((out.double() - ref).norm() / ref.norm())
+        sgemm_err = float(((a @ w.T).double() - ref).norm() / ref.norm())
+        assert fact_err <= sgemm_err, (m, n, k, fact_err, sgemm_err)
+
+
 # --- the GPU script -------------------------------------------------------------------------------
 
 def test_gpu_script_dry_run() -> None:
