@@ -244,8 +244,8 @@ class GemmSpec:
         if self.arch is not Arch.SM90:
             raise SpecError("the collective-builder family needs sm90")
         if self.dtype is DType.F32 and self.precision is Precision.EXACT:
-            raise SpecError("exact fp32 has no wgmma path (TF32 loses accuracy): use the sm80 3xTF32 kernel, "
-                            "which runs on sm90")
+            raise SpecError("exact fp32 has no wgmma path in this family (TF32 loses accuracy): use the sm90 3xTF32 "
+                            "family (Sm90SplitTiles) or the sm80 3xTF32 kernel, which runs on sm90")
         t = self.tiles
         assert isinstance(t, Sm90Tiles)
         if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
