@@ -18,6 +18,7 @@ from fact.realize.spec import (
     Schedule,
     Scheduler,
     Sm80Tiles,
+    Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
     Step,
@@ -32,6 +33,9 @@ GOLDEN_SPECS = {
                          (Step("bias"), Step("gelu_tanh"), Step("scale", 0.5), Step("residual")), Mode.GEMM, COOP),
     "sm80_bias_act": GemmSpec(Arch.SM80, DType.F16, Precision.FP16, Layout.ROW, Layout.COL,
                               (Step("bias"), Step("leaky_relu", 0.2)), Mode.GEMM, T16),
+    "sm90_3xtf32_evt": GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL,
+                                (Step("bias"), Step("gelu_tanh"), Step("residual")), Mode.GEMM,
+                                Sm90SplitTiles(promotion=64)),
     "fmha_sm80": FmhaSpec(Arch.SM80, DType.BF16, 128, True),
     "fmha_sm90": FmhaSpec(Arch.SM90, DType.F16, 128, True),
 }

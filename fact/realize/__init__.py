@@ -21,10 +21,14 @@ from fact.realize.spec import (
     Schedule,
     Scheduler,
     Sm80Tiles,
+    Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
     Step,
 )
+
+# The families whose kernels use wgmma / TMA and build for sm90a only.
+SM90_FAMILIES = ("sm90_gemm", "sm90_gemm_3xtf32", "fmha_sm90")
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ def realizations(plan: Any, kb: Any = None, k: int = 3) -> list[Realization]:
 
 def arch_list(spec: KernelSpec) -> str:
     """TORCH_CUDA_ARCH_LIST for a spec: sm90a for the Hopper families, sm80 + PTX otherwise."""
-    return "9.0a" if spec.family in ("sm90_gemm", "fmha_sm90") else "8.0+PTX"
+    return "9.0a" if spec.family in SM90_FAMILIES else "8.0+PTX"
 
 
 def build_request(rendered: Rendered, name: str | None = None) -> Any:
@@ -111,6 +115,6 @@ def build(rendered: Rendered, cache: Any = None) -> Any:
     return wrap(rendered.spec, built.module)
 
 
-__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Realization", "Rendered", "Schedule", "Scheduler",
-           "Sm80Tiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "build_request", "family_of_spec",
+__all__ = ["SM90_FAMILIES", "FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Realization", "Rendered", "Schedule",
+           "Scheduler", "Sm80Tiles", "Sm90SplitTiles", "Sm90Tiles", "SpecError", "Step", "arch_list", "build", "build_request", "family_of_spec",
            "ground_spec", "realizations", "render", "spec_for"]

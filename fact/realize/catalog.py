@@ -21,6 +21,7 @@ from fact.realize.spec import (
     Schedule,
     Scheduler,
     Sm80Tiles,
+    Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
     Step,
@@ -89,6 +90,20 @@ def attention() -> list[FmhaSpec]:
         FmhaSpec(Arch.SM80, F16, 64, False),
         FmhaSpec(Arch.SM90, F16, 128, True),
         FmhaSpec(Arch.SM90, BF16, 64, True),
+    ]
+
+
+def exact_sm90() -> list[GemmSpec]:
+    """The sm90 3xTF32 family (opt-in, not yet run on a GPU): kept out of representative() so that
+    CI compiles it once (tests/test_exact_fp32.py), not with every family."""
+    s = Step
+    return [
+        GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.GEMM, Sm90SplitTiles()),
+        GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (s("bias"), s("gelu_tanh"), s("residual")), Mode.GEMM,
+                 Sm90SplitTiles(promotion=64)),
+        GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.BATCHED, Sm90SplitTiles(tile=(128, 64, 32))),
+        GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.STREAMK,
+                 Sm90SplitTiles(scheduler=Scheduler.STREAMK, promotion=128)),
     ]
 
 

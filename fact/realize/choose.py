@@ -12,10 +12,16 @@ from fact.realize.spec import (
     Schedule,
     Scheduler,
     Sm80Tiles,
+    Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
     Step,
 )
+
+# Families the default choice leaves out until a GPU run has verified and timed them; name one in
+# spec_for(..., opt_in=...) to have it chosen where it can serve.
+SM90_3XTF32 = "sm90_gemm_3xtf32"
+OPT_IN_FAMILIES = (SM90_3XTF32,)
 
 # Sensible untuned defaults per math path (the tuner sweeps from here).
 SM80_TILES = {
@@ -36,17 +42,62 @@ def steps_of(match: Match) -> tuple[Step, ...]:
     return tuple(Step(kind, a, b) for kind, (a, b) in zip(match.epilogue, args, strict=True))
 
 
-def gemm_spec(match: Match, arch: Arch) -> GemmSpec:
+def promotion_for(k: int) -> int:
+    """The promotion interval (elements of K) of the sm90 3xTF32 family for a problem of depth `k`.
+
+    fact/realize/exact_fp32.py's model (fitted to the H100 measurements in GPU.md) puts the error of
+    promotion every 128 below sequential fp32 FMA from K ~ 1024 on, every 64 from K ~ 256, and every
+    32 everywhere it was tried (K 128..4096, uniform and eight-decade inputs); shorter intervals cost
+    more pipeline drains. To be confirmed by scripts/gpu_exact_fp32.py.
+    """
+    return 32 if k < 512 else 64 if k < 2048 else 128
+
+
+def sm90_3xtf32_spec(match: Match) -> GemmSpec:
+    """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
+
+    Raises:
+        SpecError: the match is not fp32 exact, its operands are not K-major (TN), K or N is not a
+            multiple of 4 (16-byte rows for TMA), or the spec refuses the combination.
+    """
+    assert match.problem is not None and match.layouts is not None
+    if match.dtype is not DType.F32 or match.precision is not Precision.EXACT:
+        raise SpecError("the sm90 3xTF32 family serves fp32 operands at precision exact")
+    if match.problem.k % 4 or match.problem.n % 4:
+        raise SpecError(f"K = {match.problem.k}, N = {match.problem.n}: both must be multiples of 4, as TMA reads "
+                        "and writes 16-byte aligned rows (A and B along K, C and D along N)")
+    la, lb = match.layouts
+    mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
+    scheduler = Scheduler.PERSISTENT
+    if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
+        mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
+    tiles = Sm90SplitTiles(scheduler=scheduler, promotion=promotion_for(match.problem.k))
+    return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
+
+
+def gemm_spec(match: Match, arch: Arch, opt_in: tuple[str, ...] = ()) -> GemmSpec:
     """The default spec for a GEMM-family match on `arch`.
+
+    Args:
+        opt_in: families outside the default choice to prefer where they can serve (OPT_IN_FAMILIES);
+            where one cannot, the default is chosen.
 
     Raises:
         SpecError: when no family can serve it (the message says why).
     """
+    unknown = set(opt_in) - set(OPT_IN_FAMILIES)
+    if unknown:
+        raise SpecError(f"unknown opt-in families {sorted(unknown)}; known: {', '.join(OPT_IN_FAMILIES)}")
     assert match.problem is not None and match.layouts is not None
     steps = steps_of(match)
     la, lb = match.layouts
     mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
     exact_fp32 = match.dtype is DType.F32 and match.precision is Precision.EXACT
+    if arch is Arch.SM90 and exact_fp32 and SM90_3XTF32 in opt_in:
+        try:
+            return sm90_3xtf32_spec(match)
+        except SpecError:
+            pass  # the default exact path (sm80 3xTF32 or SIMT) serves it
     k_aligned = match.problem.k % 4 == 0 and match.problem.n % 4 == 0
     if arch is Arch.SM90 and not exact_fp32:
         tf32 = match.precision is Precision.TF32
@@ -90,6 +141,8 @@ def fmha_spec(match: Match, arch: Arch) -> FmhaSpec:
     return FmhaSpec(Arch.SM80, match.dtype, bound, causal, qpb, kpb).validate()
 
 
-def spec_for(match: Match, arch: Arch | str) -> KernelSpec:
+def spec_for(match: Match, arch: Arch | str, opt_in: tuple[str, ...] = ()) -> KernelSpec:
+    """The spec realize builds for a match on `arch`; `opt_in` names families outside the default
+    choice (OPT_IN_FAMILIES) to prefer where they can serve."""
     arch = Arch(arch) if isinstance(arch, str) else arch
-    return fmha_spec(match, arch) if match.attention is not None else gemm_spec(match, arch)
+    return fmha_spec(match, arch) if match.attention is not None else gemm_spec(match, arch, opt_in)

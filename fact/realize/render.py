@@ -9,7 +9,17 @@ from typing import Any
 import jinja2
 
 from fact.core.enums import DType, Layout
-from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Scheduler, Sm80Tiles, Sm90Tiles, Step
+from fact.realize.spec import (
+    FmhaSpec,
+    GemmSpec,
+    KernelSpec,
+    Mode,
+    Scheduler,
+    Sm80Tiles,
+    Sm90SplitTiles,
+    Sm90Tiles,
+    Step,
+)
 
 TEMPLATES = Path(__file__).with_name("templates")
 ENV = jinja2.Environment(
@@ -150,7 +160,11 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
               "fast_math": spec.dtype.bits == 16}
     abi = ENV.get_template("abi.h.j2").render()
     if isinstance(spec, GemmSpec):
-        if isinstance(spec.tiles, Sm90Tiles):
+        if isinstance(spec.tiles, Sm90SplitTiles):
+            ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue),
+                   "promotion": spec.tiles.promotion}
+            kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
+        elif isinstance(spec.tiles, Sm90Tiles):
             ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}
             kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
         else:

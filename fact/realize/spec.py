@@ -104,6 +104,23 @@ class Sm90Tiles:
     scheduler: Scheduler = Scheduler.PERSISTENT
 
 
+@dataclass(frozen=True)
+class Sm90SplitTiles(Sm90Tiles):
+    """The sm90 3xTF32 family (exact fp32 on wgmma): its tiles, and `promotion`, the elements of K
+    after which the big.big accumulator is added to the fp32 register accumulator."""
+
+    tile: tuple[int, int, int] = (128, 128, 32)
+    cluster: tuple[int, int] = (1, 1)
+    schedule: Schedule = Schedule.COOPERATIVE
+    scheduler: Scheduler = Scheduler.PERSISTENT
+    promotion: int = 128
+
+
+# Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
+# stages and two source stages of 128x32) and the kernel's barriers.
+_SPLIT_SMEM_BYTES = 232448 - 1024 - 65536
+
+
 def _dims(t: tuple[int, ...]) -> str:
     return "x".join(map(str, t))
 
@@ -123,6 +140,8 @@ class GemmSpec:
 
     @property
     def family(self) -> str:
+        if isinstance(self.tiles, Sm90SplitTiles):
+            return "sm90_gemm_3xtf32"
         return "sm90_gemm" if isinstance(self.tiles, Sm90Tiles) else "sm80_gemm"
 
     @property
@@ -143,6 +162,8 @@ class GemmSpec:
         if isinstance(self.tiles, Sm90Tiles):
             t = self.tiles
             hier = f"{_dims(t.tile)}_c{_dims(t.cluster)}_{t.schedule.value}_{t.scheduler.value}"
+            if isinstance(t, Sm90SplitTiles):
+                hier += f"_p{t.promotion}"
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -186,7 +207,9 @@ class GemmSpec:
         for once in ("bias", "residual"):
             if kinds.count(once) > 1:
                 raise SpecError(f"the epilogue holds one {once}")
-        if isinstance(self.tiles, Sm90Tiles):
+        if isinstance(self.tiles, Sm90SplitTiles):
+            self._validate_sm90_split()
+        elif isinstance(self.tiles, Sm90Tiles):
             self._validate_sm90()
         else:
             self._validate_sm80(kinds)
@@ -221,8 +244,8 @@ class GemmSpec:
         if self.arch is not Arch.SM90:
             raise SpecError("the collective-builder family needs sm90")
         if self.dtype is DType.F32 and self.precision is Precision.EXACT:
-            raise SpecError("exact fp32 has no wgmma path (TF32 loses accuracy): use the sm80 3xTF32 kernel, "
-                            "which runs on sm90")
+            raise SpecError("exact fp32 has no wgmma path in this family (TF32 loses accuracy): use the sm90 3xTF32 "
+                            "family (Sm90SplitTiles) or the sm80 3xTF32 kernel, which runs on sm90")
         t = self.tiles
         assert isinstance(t, Sm90Tiles)
         if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
@@ -235,6 +258,34 @@ class GemmSpec:
             raise SpecError("the basic warp-specialized kernel is not persistent: no stream-K")
         if self.math == "tf32" and (self.layout_a is not Layout.ROW or self.layout_b is not Layout.COL):
             raise SpecError("TF32 wgmma needs K-major operands (A row-major, B column-major: TN)")
+
+
+    def _validate_sm90_split(self) -> None:
+        t = self.tiles
+        assert isinstance(t, Sm90SplitTiles)
+        if self.arch is not Arch.SM90 or self.dtype is not DType.F32 or self.precision is not Precision.EXACT:
+            raise SpecError("the sm90 3xTF32 family computes exact fp32: sm90, f32 operands, precision exact")
+        if self.layout_a is not Layout.ROW or self.layout_b is not Layout.COL:
+            raise SpecError("the sm90 3xTF32 family needs K-major operands (A row-major, B column-major: TN): "
+                            "TF32 wgmma reads no other; transpose the operand or use the sm80 3xTF32 kernel")
+        if t.schedule is not Schedule.COOPERATIVE:
+            raise SpecError(f"the sm90 3xTF32 mainloop is written for the cooperative schedule, not {t.schedule.value} "
+                            "(its operand split synchronises the two consumer warpgroups of one tile)")
+        if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
+            raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler instead")
+        if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
+            raise SpecError("stream-K mode and the stream-K tile scheduler go together")
+        m, n, k = t.tile
+        if m != 128 or n not in (64, 128) or k % 8:
+            raise SpecError(f"tile {_dims(t.tile)}: the sm90 3xTF32 family takes 128x64xK or 128x128xK (K a multiple "
+                            "of 8): each consumer thread holds three accumulators of the 64xN warpgroup tile")
+        stages = _SPLIT_SMEM_BYTES // (2 * (m + n) * k * 4 + 32)
+        if stages < 2:
+            raise SpecError(f"tile {_dims(t.tile)}: raw and small tiles of two stages do not fit in shared memory "
+                            f"({2 * (m + n) * k * 4} bytes a stage); use tile K 32")
+        if t.promotion % k or not k <= t.promotion <= 256:
+            raise SpecError(f"promotion every {t.promotion} elements of K: it must be a multiple of tile K ({k}) "
+                            "and at most 256 (longer tensor-core sums lose fp32 accuracy)")
 
 
 @dataclass(frozen=True)
@@ -303,5 +354,5 @@ def spec_key(spec: KernelSpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Schedule", "Scheduler", "Sm80Tiles", "Sm90Tiles",
-           "SpecError", "Step", "spec_key"]
+__all__ = ["FmhaSpec", "GemmSpec", "KernelSpec", "Mode", "Schedule", "Scheduler", "Sm80Tiles", "Sm90SplitTiles",
+           "Sm90Tiles", "SpecError", "Step", "spec_key"]

@@ -1,0 +1,249 @@
+"""A CPU model of the numerics of the sm90 3xTF32 family (exact fp32 on Hopper tensor cores).
+
+The kernel (templates/sm90_gemm_3xtf32.cu.j2) splits each fp32 operand x into
+big = trunc_tf32(x) (what wgmma reads from the raw fp32 tile: the low 13 bits are ignored) and
+small = round_tf32(x - big), then computes
+
+    D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
+
+where TC(.) is a tensor-core accumulation and each chunk sum of the big product is added to an fp32
+register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`.
+
+This module replays that arithmetic on sampled output elements in float64/float32 on the CPU, so the
+design (promotion interval, rounding of the small part, order of the sums) is grounded before a GPU
+runs it, and compares it with SGEMM-style accumulation (sequential fp32 FMA along K).
+
+The tensor-core accumulation is a model, not a measurement: a block FMA that takes the accumulator
+and `group` exact products, aligns them to the largest exponent keeping 24 + `extra_bits` bits (the
+bits shifted out are dropped: truncation), adds them exactly and truncates the sum to fp32 (round
+toward zero). Published measurements of earlier tensor cores fit this shape; the parameters for
+Hopper's TF32 wgmma are assumptions until the GPU run (scripts/gpu_exact_fp32.py) compares the model
+with the kernel on the same inputs.
+
+    a, b = wide_inputs(256, 64, 4096, seed=0)
+    errors(a, b, ("sgemm", "3xtf32_p256", "3xtf32"))   # relative Frobenius errors vs float64
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import torch
+
+_TF32_MASK = -8192  # 0xFFFFE000 as int32: sign, exponent and the 10 mantissa bits TF32 keeps
+
+
+@dataclass(frozen=True)
+class TensorCoreModel:
+    """How the model's tensor core accumulates: `group` products fused with the accumulator per step,
+    terms aligned to the largest keeping 24 + `extra_bits` bits (truncating), the sum truncated to fp32."""
+
+    group: int = 8
+    extra_bits: int = 0
+
+    def __post_init__(self) -> None:
+        if self.group < 1 or not -20 <= self.extra_bits <= 8:
+            raise ValueError(f"group must be >= 1 and extra_bits in -20..8, got {self}")
+
+
+# Fits the H100 table in GPU.md (3xTF32 with promotion every 32..1024 elements of K and none, 4096^3,
+# uniform(-1, 1)) within ~15% at every interval; group 8 with 0 or 1 extra bits, or group 4 or 16, do not.
+HOPPER_TF32 = TensorCoreModel(group=8, extra_bits=2)
+
+
+def trunc_tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 values with the 13 low mantissa bits cleared: what wgmma reads from an fp32 operand."""
+    if x.dtype != torch.float32:
+        raise TypeError(f"trunc_tf32 takes float32, got {x.dtype}")
+    return (x.view(torch.int32) & _TF32_MASK).view(torch.float32)
+
+
+def round_tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 values rounded to TF32, to nearest with ties away from zero (cvt.rna.tf32.f32); inf and
+    NaN pass unchanged."""
+    if x.dtype != torch.float32:
+        raise TypeError(f"round_tf32 takes float32, got {x.dtype}")
+    bits = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    rounded = torch.where(torch.isfinite(x), (bits + 0x1000) & 0xFFFFE000, bits)
+    return torch.where(rounded >= 2**31, rounded - 2**32, rounded).to(torch.int32).view(torch.float32)
+
+
+def split(x: torch.Tensor, rounding: str = "round") -> tuple[torch.Tensor, torch.Tensor]:
+    """An fp32 operand as two TF32 parts (big, small), x ~ big + small.
+
+    Args:
+        x: float32 tensor.
+        rounding: "round": big = round_tf32(x), small = round_tf32(x - big) (what the kernel writes to
+            shared memory); "trunc": big = trunc_tf32(x), small = trunc_tf32(x - big) (what wgmma reads
+            from the raw fp32 values, were they left as they are).
+
+    Infinities get small = 0 (x - big would be NaN); NaN stays NaN in both parts; a finite x that
+    rounds past the largest TF32 keeps its truncated big part, as in the kernel.
+    """
+    if rounding not in ("round", "trunc"):
+        raise ValueError(f"rounding must be 'round' or 'trunc', not {rounding!r}")
+    to_tf32 = round_tf32 if rounding == "round" else trunc_tf32
+    big = to_tf32(x)
+    big = torch.where(torch.isinf(big) & torch.isfinite(x), trunc_tf32(x), big)
+    rest = torch.where(torch.isinf(x), torch.zeros_like(x), x - big)
+    return big, to_tf32(rest)
+
+
+def _rz_fp32(s: torch.Tensor) -> torch.Tensor:
+    """float64 values truncated (toward zero) to fp32's 24-bit significand, held in float64."""
+    mant, exp = torch.frexp(s)
+    return torch.ldexp(torch.trunc(mant * 2.0**24), exp - 24)
+
+
+def tc_accumulate(products: torch.Tensor, model: TensorCoreModel = HOPPER_TF32,
+                  acc: torch.Tensor | None = None) -> torch.Tensor:
+    """The model tensor core's sum of `products` along the last dim (in order), from `acc` (or 0).
+
+    Args:
+        products: float64 [..., K] exact products of TF32 values.
+        model: the block-FMA model.
+        acc: float64 [...] fp32 values to start from.
+
+    Returns:
+        float64 [...] holding fp32 values.
+    """
+    k = products.shape[-1]
+    acc = torch.zeros(products.shape[:-1], dtype=torch.float64) if acc is None else acc.clone()
+    keep = 24 + model.extra_bits
+    for start in range(0, k, model.group):
+        terms = torch.cat([acc.unsqueeze(-1), products[..., start:start + model.group]], dim=-1)
+        biggest = terms.abs().amax(dim=-1, keepdim=True)
+        _, exp = torch.frexp(biggest)  # biggest in [2^(exp-1), 2^exp)
+        quantum = torch.ldexp(torch.ones_like(biggest), exp - keep)
+        aligned = torch.where(biggest > 0, torch.trunc(terms / quantum) * quantum, terms)
+        acc = _rz_fp32(aligned.sum(dim=-1))
+    return acc
+
+
+def fp32_fma_accumulate(a: torch.Tensor, b: torch.Tensor, splits: int = 1) -> torch.Tensor:
+    """SGEMM-style dot products of the rows of `a` and `b` ([S, K] float32): sequential fp32 FMA
+    along K (each FMA rounded once, to nearest), in `splits` contiguous K ranges whose sums are then
+    added in fp32. Returns float32 [S]."""
+    s, k = a.shape
+    parts = []
+    bounds = [round(i * k / splits) for i in range(splits + 1)]
+    for lo, hi in itertools.pairwise(bounds):
+        acc = torch.zeros(s, dtype=torch.float64)
+        for i in range(lo, hi):
+            acc = (acc + a[:, i].double() * b[:, i].double()).float().double()
+        parts.append(acc.float())
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCoreModel = HOPPER_TF32
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The big.big product as the kernel sums it: tensor-core sums over chunks of `interval`
+    elements of K, each added in fp32 (round to nearest) to a register accumulator.
+
+    Returns:
+        (promoted float32 [S] of all full chunks, the last chunk's tensor-core sum as float64 [S]):
+        the kernel adds the last (partial or not) chunk at the end, with the residual products.
+    """
+    s, k = products.shape
+    chunks = -(-k // interval)
+    padded = torch.zeros(s, chunks * interval, dtype=torch.float64)
+    padded[:, :k] = products
+    sums = tc_accumulate(padded.view(s, chunks, interval), model)  # [S, chunks]: chunks are independent
+    main = torch.zeros(s, dtype=torch.float32)
+    for c in range(chunks - 1):
+        main = main + sums[:, c].float()
+    return main, sums[:, chunks - 1]
+
+
+_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc)?)$")
+
+
+def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
+               ) -> torch.Tensor:
+    """Dot products of the rows of `a` and `b` ([S, K] float32) computed as `scheme` does. Returns float32 [S].
+
+    Schemes:
+        sgemm, sgemm_sN: sequential fp32 FMA (in N K splits).
+        tf32: one tensor-core product of the truncated operands.
+        3xtf32: big.big and the two residual products in one accumulator each, no promotion.
+        3xtf32_pN: big.big promoted every N elements of K (the kernel); _trunc: both parts truncated
+            to TF32 instead of rounded (the raw fp32 tile read by wgmma as big).
+
+    Raises:
+        ValueError: an unknown scheme name.
+    """
+    m = _SCHEME.match(scheme)
+    if m is None:
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc]")
+    if scheme.startswith("sgemm"):
+        return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
+    if scheme == "tf32":
+        return tc_accumulate(trunc_tf32(a).double() * trunc_tf32(b).double(), model).float()
+    a_big, a_small = split(a, "trunc" if m.group(4) else "round")
+    b_big, b_small = split(b, "trunc" if m.group(4) else "round")
+    big = a_big.double() * b_big.double()
+    small_b = a_big.double() * b_small.double()
+    small_a = a_small.double() * b_big.double()
+    k = a.shape[1]
+    if m.group(3):
+        main, last = promoted_accumulate(big, int(m.group(3)), model)
+    else:
+        main, last = torch.zeros(a.shape[0], dtype=torch.float32), tc_accumulate(big, model)
+    # one accumulator for both residual products: per k-tile of 32, A_big.B_small then A_small.B_big
+    tile = 32
+    order = torch.cat([small_b.view(-1, k // tile, tile), small_a.view(-1, k // tile, tile)], dim=-1) \
+        if k % tile == 0 else torch.cat([small_b, small_a], dim=-1)
+    residual = tc_accumulate(order.reshape(a.shape[0], -1), model)
+    return ((main + last.float()) + residual.float()).float()
+
+
+def uniform_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [m, k] and B [k, n] float32, uniform in (-1, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(m, k, generator=g) * 2 - 1, torch.rand(k, n, generator=g) * 2 - 1
+
+
+def wide_inputs(m: int, n: int, k: int, seed: int = 0, decades: float = 8.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A and B float32 with random signs and magnitudes spread log-uniformly over `decades` powers of ten."""
+    g = torch.Generator().manual_seed(seed)
+
+    def one(*shape: int) -> torch.Tensor:
+        sign = torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0)
+        return (sign * 10.0 ** ((torch.rand(shape, generator=g) - 0.5) * decades)).float()
+
+    return one(m, k), one(k, n)
+
+
+def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: int = 4096,
+           model: TensorCoreModel = HOPPER_TF32, seed: int = 0) -> dict[str, float]:
+    """Relative Frobenius error against float64 of each scheme on up to `samples` output elements of a @ b.
+
+    Args:
+        a: [M, K] float32; b: [K, N] float32.
+        schemes: names accepted by scheme_dot.
+        samples: output elements sampled (all of them when M * N is not larger).
+
+    Returns:
+        scheme -> ||D - D64|| / ||D64|| over the sampled elements.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: K differs")
+    g = torch.Generator().manual_seed(seed)
+    flat = torch.randperm(m * n, generator=g)[:samples] if m * n > samples else torch.arange(m * n)
+    rows, cols = a[flat // n], b[:, flat % n].T.contiguous()
+    exact = (rows.double() * cols.double()).sum(dim=1)
+    norm = float(exact.norm())
+    if norm == 0:
+        raise ValueError("the exact product is zero on every sampled element: no relative error")
+    return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
+
+
+__all__ = ["HOPPER_TF32", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
+           "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]

@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Exact fp32 on Hopper tensor cores (issue 11): build the sm90 3xTF32 family, verify it against
+float64 next to cuBLAS SGEMM (TF32 off) on the issue's shapes and inputs, and time both.
+
+    python scripts/gpu_exact_fp32.py --out $OUT                 # build, check, time (one GPU)
+    python scripts/gpu_exact_fp32.py --out $OUT --phase build   # only compile (all cores; resumable)
+    python scripts/gpu_exact_fp32.py --out $OUT --dry-run       # the plan, on any machine
+
+Writes exact_fp32.json under --out: GPU name, date, versions, command, builds, the standard
+verification of each kernel (fact.verify, >= 4 shapes x 5 seeds), and one row per case and seed with
+shape [batch, m, n, k], fact_ms, sgemm_ms, fact_err, sgemm_err (relative Frobenius error against a
+float64 product of the same fp32 inputs), fact_le_sgemm, and for inf / NaN inputs whether the
+non-finite pattern matches SGEMM's. Timing: CUDA events, 256 MiB L2 flush before every run, a device
+synchronisation before the end event, the median of --reps runs rotating three fresh non-zero input
+sets, SGEMM timed the same way in the same process. Rows are saved as they come, so a run cut short
+keeps what it measured. For transposed operands the kernel (which reads K-major operands) is timed
+with the copy that makes them K-major, and the row says so.
+
+The build cache is FACT_CACHE_DIR (default ~/.cache/fact); builds run in parallel on all cores
+(MAX_JOBS is set per build from --jobs). Where one command may run at most 10 minutes, keep the cache
+inside the checkout (FACT_CACHE_DIR=$PWD/.fact-cache, git-ignored) and split the run:
+    FACT_CACHE_DIR=$PWD/.fact-cache python scripts/gpu_exact_fp32.py --out $OUT --phase build
+    FACT_CACHE_DIR=$PWD/.fact-cache python scripts/gpu_exact_fp32.py --out $OUT --no-verify --only square
+    ... (--only selects cases by label; --no-verify skips fact.verify's protocol after its first run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fact.core.enums import Arch, DType, Layout, Precision
+from fact.realize.spec import GemmSpec, Mode, Scheduler, Sm90SplitTiles, Step
+
+SEEDS = (0, 1, 2)
+PROMOTIONS = (32, 64, 128, 256)
+
+
+def kernels() -> dict[str, GemmSpec]:
+    """Every kernel the run builds, by role."""
+    def spec(mode: Mode = Mode.GEMM, chain: tuple[str, ...] = (), **tiles: Any) -> GemmSpec:
+        return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, tuple(Step(s) for s in chain),
+                        mode, Sm90SplitTiles(**tiles))
+
+    out = {f"gemm_p{p}": spec(promotion=p) for p in PROMOTIONS}
+    out["gemm_128x64_p128"] = spec(tile=(128, 64, 32), promotion=128)
+    out["batched_p64"] = spec(Mode.BATCHED, promotion=64)
+    out["batched_p128"] = spec(Mode.BATCHED, promotion=128)
+    out["streamk_p128"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128)
+    out["evt_bias_gelu_tanh_residual_p128"] = spec(chain=("bias", "gelu_tanh", "residual"), promotion=128)
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """One problem: shape [batch, m, n, k], how its inputs are drawn, which kernels run it."""
+
+    label: str
+    shape: tuple[int, int, int, int]
+    inputs: str = "uniform"  # uniform | wide | denormal | inf | nan
+    kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
+    layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
+    seeds: tuple[int, ...] = SEEDS
+    timed: bool = True
+
+
+def cases(quick: bool = False) -> list[Case]:
+    sweep = tuple(f"gemm_p{p}" for p in PROMOTIONS)
+    out = [
+        Case("square_2048", (1, 2048, 2048, 2048), kernels=(*sweep, "gemm_128x64_p128")),
+        Case("square_4096", (1, 4096, 4096, 4096), kernels=(*sweep, "gemm_128x64_p128")),
+        Case("square_8192", (1, 8192, 8192, 8192), seeds=(0,)),
+        Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=("batched_p64", "batched_p128")),
+        Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768)),   # [8, 1024, 768] @ [768, 3072]
+        Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024)),  # [4, 8, 512, 1024] @ [1024, 1024]
+        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn"),
+        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt"),
+        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt"),
+        Case("large_k_524288", (1, 256, 256, 524288), kernels=("streamk_p128", "gemm_p128")),
+        Case("large_k_131072", (1, 256, 256, 131072), kernels=("streamk_p128",)),
+        Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=sweep),
+        Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=("streamk_p128", "gemm_p64")),
+        Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=sweep),  # M, N, K off the tiles
+        Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32",), timed=False),
+        Case("denormal", (1, 512, 512, 2048), "denormal", timed=False),
+        Case("inf", (1, 256, 256, 1024), "inf", timed=False),
+        Case("nan", (1, 256, 256, 1024), "nan", timed=False),
+        Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
+    ]
+    if quick:
+        out = [c for c in out if c.shape[1] * c.shape[2] * c.shape[3] * c.shape[0] <= 2**33]
+        out = [Case(**{**asdict(c), "seeds": c.seeds[:1]}) for c in out]
+    return out
+
+
+def env_info() -> dict[str, Any]:
+    import torch
+
+    from fact.build.cache import toolchain_versions
+
+    return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "host": platform.node(), "versions": toolchain_versions(), "torch": torch.__version__,
+            "command": " ".join([Path(sys.executable).name, *sys.argv])}
+
+
+def plan() -> dict[str, Any]:
+    return {"kernels": [s.name for s in kernels().values()],
+            "cases": [{**asdict(c), "shape": list(c.shape)} for c in cases()]}
+
+
+# --- build and standard verification ----------------------------------------------------------------
+
+def build_all(cache: Any, jobs: int) -> dict[str, dict[str, Any]]:
+    from fact.build.cache import module_name_for
+    from fact.core.errors import BuildError
+    from fact.realize import build_request, render
+
+    def one(item: tuple[str, GemmSpec]) -> tuple[str, dict[str, Any]]:
+        role, spec = item
+        start = time.perf_counter()
+        try:
+            built = cache.get(build_request(render(spec)))
+            return role, {"ok": True, "kernel": spec.name, "seconds": time.perf_counter() - start,
+                          "library": str(built.path), "module": module_name_for(built.key)}
+        except BuildError as exc:
+            return role, {"ok": False, "kernel": spec.name, "seconds": time.perf_counter() - start,
+                          "error": str(exc)[-3000:], "log": Path(exc.log_path).read_text()[-6000:] if exc.log_path else ""}
+
+    with cf.ThreadPoolExecutor(jobs) as pool:
+        return dict(pool.map(one, kernels().items()))
+
+
+def verify_all(builds: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """fact's own verification protocol (worker process, poisoned outputs, float64 reference)."""
+    from fact.verify import GemmCase, Job, default_gemm_cases, run_job
+
+    out = {}
+    for role, spec in kernels().items():
+        b = builds[role]
+        if not b["ok"]:
+            out[role] = {"category": "build_error"}
+            continue
+        target = GemmCase(1536, 1024, 4096, 4 if spec.mode is Mode.BATCHED else 1)
+        o = run_job(Job(b["library"], b["module"], spec, tuple(default_gemm_cases(spec, target)), (0, 1, 2, 3, 4)),
+                    timeout=600)
+        rep = o.report
+        out[role] = {"category": o.category, "detail": o.detail[:1500], "seconds": o.seconds,
+                     "passed": sum(r.passed for r in rep.results) if rep else 0,
+                     "cases": len(rep.results) if rep else 0, "max_rel_err": rep.worst if rep else None}
+        print(f"verify {role:<36} {out[role]['category']:<12} {out[role]['passed']}/{out[role]['cases']}", flush=True)
+    return out
+
+
+# --- inputs, errors, timing --------------------------------------------------------------------------
+
+def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
+    """A [L, M, K] and W [L, N, K] (B = W^T) float32 on the GPU, never all zero; bias / residual for EVT."""
+    import torch
+
+    b, m, n, k = case.shape
+    g = torch.Generator(device="cuda").manual_seed(1000 * seed + set_index)
+
+    def draw(*shape: int) -> Any:
+        u = torch.rand(shape, generator=g, device="cuda") * 2 - 1
+        if case.inputs == "wide":
+            mag = 10.0 ** ((torch.rand(shape, generator=g, device="cuda") - 0.5) * 8)
+            return torch.sign(u) * mag
+        if case.inputs == "denormal":  # a quarter of the entries subnormal, the rest tiny normals
+            scale = torch.where(torch.rand(shape, generator=g, device="cuda") < 0.25, 1e-39, 1e-19)
+            return u * scale
+        return u
+
+    a, w = draw(b, m, k), draw(b, n, k)
+    if case.inputs in ("inf", "nan"):
+        bad = float("inf") if case.inputs == "inf" else float("nan")
+        a[0, 3, 5] = bad
+        a[0, m // 2, k - 1] = -bad if case.inputs == "inf" else bad
+        w[0, n - 2, 7] = bad
+    out = {"a": a, "w": w}
+    if case.kernels[0].startswith("evt"):
+        out["bias"] = draw(n)
+        out["residual"] = draw(b, m, n)
+    assert float(a.abs().sum()) > 0 and float(w.abs().sum()) > 0
+    return out
+
+
+def operands(case: Case, x: dict[str, Any]) -> tuple[Any, Any]:
+    """(A, B) as SGEMM sees them: views in the case's layout, same values in every layout."""
+    a, w = x["a"], x["w"]
+    if case.layout in ("nn", "nt"):  # A column-major
+        a = a.transpose(1, 2).contiguous().transpose(1, 2)
+    b = w.transpose(1, 2)  # column-major B (K-major): tn
+    if case.layout in ("tt", "nt"):  # B row-major
+        b = b.contiguous()
+    return (a[0], b[0]) if case.shape[0] == 1 else (a, b)
+
+
+def reference(case: Case, x: dict[str, Any]) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    a, b = operands(case, x)
+    ref = torch.matmul(a.double(), b.double())
+    if "bias" in x:
+        ref = F.gelu(ref + x["bias"].double(), approximate="tanh") + x["residual"][0].double()
+    return ref
+
+
+def sgemm(case: Case, x: dict[str, Any]) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    a, b = operands(case, x)
+    y = torch.matmul(a, b)
+    if "bias" in x:
+        y = F.gelu(y + x["bias"], approximate="tanh") + x["residual"][0]
+    return y
+
+
+def fact_call(kernel: Any, case: Case, x: dict[str, Any], out: Any) -> Any:
+    a, b = operands(case, x)
+    if case.layout != "tn":  # the kernel reads K-major operands: A row-major, B column-major
+        a = a.contiguous()
+        b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+    residual = x["residual"][0] if "residual" in x else None
+    return kernel(a, b, x.get("bias"), residual, out)
+
+
+def rel_err(y: Any, ref: Any) -> float:
+    finite = ref.isfinite()
+    d = (y.double() - ref)[finite]
+    return float(d.norm() / ref[finite].norm())
+
+
+def nonfinite_match(y: Any, s: Any) -> bool:
+    """Same NaN positions and same signed infinities as SGEMM."""
+    import torch
+
+    return bool(torch.equal(y.isnan(), s.isnan()) and torch.equal(y.isinf() & (y > 0), s.isinf() & (s > 0))
+                and torch.equal(y.isinf() & (y < 0), s.isinf() & (s < 0)))
+
+
+def time_ms(fn: Any, sets: list[Any], reps: int, flush: Any) -> float:
+    import torch
+
+    for i in range(3):
+        fn(sets[i % len(sets)])
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for r in range(reps):
+        args = sets[r % len(sets)]
+        flush.zero_()
+        start.record()
+        fn(args)
+        torch.cuda.synchronize()  # device-wide: work on any stream counts
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -> list[dict[str, Any]]:
+    import torch
+
+    rows = []
+    b, m, n, _ = case.shape
+    for seed in case.seeds:
+        x = make_inputs(case, seed)
+        ref = reference(case, x)
+        s = sgemm(case, x)
+        sgemm_err = rel_err(s, ref)
+        sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
+        sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
+        for role in case.kernels:
+            kernel = kernels_built.get(role)
+            row: dict[str, Any] = {"case": case.label, "shape": list(case.shape), "inputs": case.inputs,
+                                   "layout": case.layout, "seed": seed, "kernel_role": role,
+                                   "sgemm_err": sgemm_err, "sgemm_ms": sgemm_ms,
+                                   "copy_included": case.layout != "tn"}
+            if kernel is None:
+                rows.append({**row, "error": "kernel not built"})
+                continue
+            out = torch.full((b, m, n) if b > 1 else (m, n), float("nan"), device="cuda")
+            try:
+                y = fact_call(kernel, case, x, out)
+                torch.cuda.synchronize()
+            except RuntimeError as exc:
+                rows.append({**row, "kernel": kernel.spec.name, "error": str(exc)[:1000]})
+                continue
+            row.update(kernel=kernel.spec.name, fact_err=rel_err(y, ref))
+            row["fact_le_sgemm"] = row["fact_err"] <= sgemm_err
+            if case.inputs in ("inf", "nan"):
+                row["nonfinite_matches_sgemm"] = nonfinite_match(y, s)
+            if case.timed:
+                buf = torch.empty_like(out)
+                row["fact_ms"] = time_ms(lambda z, buf=buf, kernel=kernel: fact_call(kernel, case, z, buf), sets, reps,
+                                         flush)
+                row["speedup_vs_sgemm"] = sgemm_ms / row["fact_ms"]
+            rows.append(row)
+            print(f"{case.label:<28} seed {seed} {role:<34} err {row['fact_err']:.2e} (sgemm {sgemm_err:.2e})"
+                  + (f"  {row['fact_ms']:.3f} ms (sgemm {sgemm_ms:.3f} ms, {row['speedup_vs_sgemm']:.2f}x)"
+                     if case.timed else ""), flush=True)
+        del x, ref, s, sets
+        torch.cuda.empty_cache()
+    return rows
+
+
+def model_check(kernels_built: dict[str, Any]) -> dict[str, Any]:
+    """The CPU model (fact/realize/exact_fp32.py) against the kernel on the same 1024 output elements
+    of one 1024x1024x4096 uniform product, per promotion interval: does the model predict the kernel?"""
+    import torch
+
+    from fact.realize.exact_fp32 import errors
+
+    case = Case("model", (1, 1024, 1024, 4096), seeds=(0,), timed=False)
+    x = make_inputs(case, 0)
+    a, b = operands(case, x)
+    g = torch.Generator().manual_seed(0)
+    flat = torch.randperm(1024 * 1024, generator=g)[:1024]
+    ref = (a.double() @ b.double()).flatten()[flat.cuda()]
+    out: dict[str, Any] = {}
+    for p in PROMOTIONS:
+        kernel = kernels_built.get(f"gemm_p{p}")
+        if kernel is None:
+            continue
+        y = fact_call(kernel, case, x, torch.empty(1024, 1024, device="cuda")).flatten()[flat.cuda()]
+        out[f"p{p}"] = {"kernel_err": float((y.double() - ref).norm() / ref.norm())}
+    torch.set_num_threads(1)
+    model = errors(a.cpu(), b.cpu(), (*tuple(f"3xtf32_p{p}" for p in PROMOTIONS), "sgemm"), samples=1024)
+    for p in PROMOTIONS:
+        out.setdefault(f"p{p}", {})["model_err"] = model[f"3xtf32_p{p}"]
+    out["sgemm_model_err"] = model["sgemm"]
+    out["sgemm_err"] = float((sgemm(case, x).flatten()[flat.cuda()].double() - ref).norm() / ref.norm())
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/exact_fp32")),
+                    help="directory for exact_fp32.json (default $OUT)")
+    ap.add_argument("--phase", choices=["all", "build", "check"], default="all",
+                    help="build: compile only; check: verify and time (builds what is missing)")
+    ap.add_argument("--jobs", type=int, default=8, help="parallel builds")
+    ap.add_argument("--reps", type=int, default=30, help="timed runs per measurement (median)")
+    ap.add_argument("--only", help="run only cases whose label contains this ('model': only the model check); "
+                                   "writes exact_fp32_ONLY.json")
+    ap.add_argument("--quick", action="store_true", help="one seed, shapes up to 2^33 multiply-adds")
+    ap.add_argument("--no-verify", action="store_true", help="skip fact.verify's protocol")
+    ap.add_argument("--dry-run", action="store_true", help="write the plan (kernels, cases) and exit; no GPU")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    # a run of some cases writes its own file, so that split runs do not overwrite each other
+    path = args.out / (f"exact_fp32_{args.only}.json" if args.only else "exact_fp32.json")
+    if args.dry_run:
+        path.write_text(json.dumps({"dry_run": True, "plan": plan(), "rows": []}, indent=1))
+        print(f"plan of {len(plan()['kernels'])} kernels and {len(plan()['cases'])} cases -> {path}")
+        return 0
+
+    import torch
+
+    from fact.build.cache import BuildCache
+    from fact.realize import build, render
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    out: dict[str, Any] = {**env_info(), "plan": plan(), "rows": [],
+                           "precision": "fp32 exact both sides: cuBLAS with TF32 off; errors vs float64 of the "
+                                        "same fp32 inputs"}
+
+    def save() -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(out, indent=1, default=str))
+        tmp.replace(path)
+
+    try:
+        cache = BuildCache(max_jobs=max(1, (os.cpu_count() or 16) // args.jobs))
+        t0 = time.perf_counter()
+        out["builds"] = build_all(cache, args.jobs)
+        out["build_wall_s"] = time.perf_counter() - t0
+        print(f"built {sum(b['ok'] for b in out['builds'].values())}/{len(out['builds'])} "
+              f"in {out['build_wall_s']:.0f} s", flush=True)
+        save()
+        if args.phase == "build":
+            return 0
+        if not args.no_verify:
+            out["verify"] = verify_all(out["builds"])
+            save()
+        built = {role: build(render(spec), cache) for role, spec in kernels().items() if out["builds"][role]["ok"]}
+        flush = torch.empty(256 * 2**20 // 4, device="cuda")
+        if not args.only or args.only in "model":
+            out["model_vs_kernel"] = model_check(built)
+            save()
+        for case in cases(args.quick):
+            if args.only and args.only not in case.label:
+                continue
+            out["rows"].extend(run_case(case, built, args.reps, flush))
+            save()
+        timed = [r for r in out["rows"] if r.get("speedup_vs_sgemm")]
+        out["summary"] = {
+            "rows": len(out["rows"]),
+            "fact_le_sgemm_everywhere": all(r.get("fact_le_sgemm", False) for r in out["rows"]),
+            "best_speedup_by_case": {c: max(r["speedup_vs_sgemm"] for r in timed if r["case"] == c)
+                                     for c in sorted({r["case"] for r in timed})},
+        }
+    except Exception as exc:  # keep what was measured, and say what stopped the run
+        out["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        print(out["error"], flush=True)
+    finally:
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

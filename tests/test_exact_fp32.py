@@ -1,0 +1,228 @@
+"""The sm90 3xTF32 family (exact fp32 on wgmma): its CPU numerics model, its spec and choice, its
+rendered source, one nvcc compile, and the GPU script's dry run."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from fact.core.enums import Arch, DType, Layout, OpFamily, Precision
+from fact.core.specs import ProblemShape
+from fact.patterns.types import Match
+from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
+from fact.realize.catalog import exact_sm90, representative
+from fact.realize.choose import promotion_for, sm90_3xtf32_spec
+from fact.realize.exact_fp32 import (
+    TensorCoreModel,
+    errors,
+    round_tf32,
+    scheme_dot,
+    split,
+    tc_accumulate,
+    trunc_tf32,
+    uniform_inputs,
+    wide_inputs,
+)
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90SplitTiles, Sm90Tiles, SpecError
+
+REPO = Path(__file__).resolve().parents[1]
+F32, EXACT, ROW, COL = DType.F32, Precision.EXACT, Layout.ROW, Layout.COL
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # the model loops over small tensors: extra threads only contend on a loaded machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# --- numerics model -------------------------------------------------------------------------------
+
+def test_tf32_rounding_and_split_are_exact_where_they_must_be() -> None:
+    x = torch.tensor([1.0, 1 + 2**-11, 1 + 2**-10 + 2**-11, -(1 + 2**-11), 3.4028235e38, 1e-40, 0.0])
+    assert trunc_tf32(x)[1] == 1.0 and round_tf32(x)[1] == 1 + 2**-10  # ties away from zero
+    assert round_tf32(x)[3] == -(1 + 2**-10)
+    g = torch.Generator().manual_seed(0)
+    y = torch.cat([x, (torch.rand(4096, generator=g) - 0.5) * 10.0 ** torch.randint(-30, 30, (4096,), generator=g)])
+    for how in ("round", "trunc"):
+        big, small = split(y, how)
+        assert torch.isfinite(big).all() and torch.isfinite(small).all()
+        assert torch.equal(trunc_tf32(big), big) and torch.equal(trunc_tf32(small), small)  # both are TF32
+        # two TF32 parts carry all but the last bits of x; of a subnormal x, TF32 (10 bits of fraction
+        # field) cannot hold the 13 low bits: an absolute error below 2^-136 remains
+        err = (big.double() + small.double() - y.double()).abs()
+        normal = y.abs() >= 2.0**-126
+        assert (err[normal] <= y.double().abs()[normal] * 2.0**-21).all()
+        assert (err[~normal] < 2.0**-136).all() and (err[~normal] > 0).any()
+    big, small = split(y, "round")
+    err = (big.double() + small.double() - y.double()).abs()
+    assert (err[normal] <= y.double().abs()[normal] * 2.0**-22).all()
+
+
+def test_split_keeps_inf_and_nan() -> None:
+    big, small = split(torch.tensor([float("inf"), -float("inf"), float("nan")]))
+    assert big[0] == float("inf") and small[0] == 0 and big[1] == -float("inf") and small[1] == 0
+    assert torch.isnan(big[2]) and torch.isnan(small[2])
+
+
+def test_tensor_core_model_truncates_toward_zero() -> None:
+    exact = torch.tensor([[1.0] + [2.0**-30] * 64], dtype=torch.float64)
+    # every small term is shifted out against the large one: the model loses them, a float64 sum does not
+    assert tc_accumulate(exact, TensorCoreModel(8, 0)).item() == 1.0
+    # a long sum of equal positive terms drifts below the exact value, never above
+    terms = torch.full((1, 4096), 0.1, dtype=torch.float64)
+    assert tc_accumulate(terms).item() <= 409.6
+    with pytest.raises(ValueError, match="group"):
+        TensorCoreModel(0, 0)
+    with pytest.raises(ValueError, match="unknown scheme"):
+        scheme_dot(torch.ones(1, 4), torch.ones(1, 4), "4xtf32")
+
+
+@pytest.mark.parametrize("inputs", [uniform_inputs, wide_inputs])
+def test_promoted_3xtf32_is_no_worse_than_fp32_accumulation(inputs) -> None:
+    """The design claim on small cases: the kernel's arithmetic (rounded split, big.big promoted every
+    32 / 64 elements of K) errs no more than SGEMM-style sequential fp32 FMA; plain TF32 and
+    unpromoted 3xTF32 err more (so the comparison can fail)."""
+    a, b = inputs(48, 40, 512, seed=3)
+    e = errors(a, b, ("sgemm", "tf32", "3xtf32", "3xtf32_p32", "3xtf32_p64", "3xtf32_p32_trunc"), samples=256)
+    assert e["3xtf32_p32"] <= e["sgemm"] and e["3xtf32_p64"] <= e["sgemm"], e
+    assert e["tf32"] > 100 * e["sgemm"] and e["3xtf32"] > e["3xtf32_p64"], e
+    # why the kernel rounds both parts: truncated parts drop a small.small term of one sign
+    assert e["3xtf32_p32_trunc"] > 1.5 * e["3xtf32_p32"], e
+
+
+# --- spec, choice, source -------------------------------------------------------------------------
+
+def test_names_keys_and_family() -> None:
+    specs = exact_sm90()
+    assert len({s.key for s in [*specs, *representative()]}) == len(specs) + len(representative())
+    s = specs[0]
+    assert s.family == "sm90_gemm_3xtf32" and s.family in SM90_FAMILIES and arch_list(s) == "9.0a"
+    assert s.name == "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p128" and s.math == "3xtf32"
+    assert GemmSpec(**{**s.__dict__, "tiles": Sm90SplitTiles(promotion=64)}).key != s.key
+    # the plain sm90 family keeps its keys: the new tiles are a distinct type
+    plain = GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, ROW, COL, (), Mode.GEMM, Sm90Tiles())
+    assert plain.family == "sm90_gemm"
+
+
+@pytest.mark.parametrize(("kwargs", "reason"), [
+    ({"layout_b": ROW}, "K-major"),
+    ({"tiles": Sm90SplitTiles(schedule=Schedule.PINGPONG)}, "cooperative"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 256, 32))}, "three accumulators"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 64))}, "do not fit"),
+    ({"tiles": Sm90SplitTiles(promotion=512)}, "at most 256"),
+    ({"tiles": Sm90SplitTiles(promotion=48)}, "multiple of tile K"),
+    ({"precision": Precision.TF32}, "precision exact"),
+    ({"mode": Mode.STREAMK}, "go together"),
+])
+def test_refusals_say_why(kwargs, reason) -> None:
+    base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
+            "epilogue": (), "mode": Mode.GEMM, "tiles": Sm90SplitTiles()}
+    with pytest.raises(SpecError, match=reason):
+        GemmSpec(**{**base, **kwargs}).validate()
+
+
+def _match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int = 1, chain=(), n: int = 384) -> Match:
+    return Match(pattern=pattern, family=OpFamily.GEMM, anchor="mm", nodes=("mm",), output="mm", dtype=F32,
+                 precision=EXACT, realization=pattern, problem=ProblemShape(509, n, k, batch), layouts=layouts,
+                 epilogue=chain, epilogue_args=tuple((None, None) for _ in chain))
+
+
+def test_chosen_only_when_opted_in() -> None:
+    default = spec_for(_match(), "sm90")
+    assert default.family == "sm80_gemm" and default.math == "3xtf32"  # unchanged until measured on a GPU
+    chosen = spec_for(_match(chain=("bias", "relu")), "sm90", opt_in=("sm90_gemm_3xtf32",))
+    assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 128
+    assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
+    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90", opt_in=("sm90_gemm_3xtf32",))
+    assert large_k.mode is Mode.STREAMK and large_k.tiles.scheduler is Scheduler.STREAMK
+    batched = spec_for(_match(batch=8), "sm90", opt_in=("sm90_gemm_3xtf32",))
+    assert batched.mode is Mode.BATCHED
+    # where it cannot serve, the default serves, and asking for it directly says why
+    for bad, reason in ((_match(layouts=(COL, COL)), "K-major"), (_match(k=1022), "multiples of 4"),
+                        (_match(n=382), "multiples of 4")):
+        assert spec_for(bad, "sm90", opt_in=("sm90_gemm_3xtf32",)).family == "sm80_gemm"
+        with pytest.raises(SpecError, match=reason):
+            sm90_3xtf32_spec(bad)
+    with pytest.raises(SpecError, match="unknown opt-in"):
+        spec_for(_match(), "sm90", opt_in=("sm90_gemm_4xtf32",))
+    assert [promotion_for(k) for k in (128, 1024, 4096, 524288)] == [32, 64, 128, 128]
+
+
+def test_rendered_source_carries_the_design() -> None:
+    spec = exact_sm90()[1]  # bias + gelu_tanh + residual, promotion 64
+    text = render(spec).sources[f"{spec.name}.cu"]
+    assert "FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 2>" in text  # 64 / tile K 32
+    assert "cvt.rna.tf32.f32" in text and "using TmaWord = uint32_t;" in text
+    assert "Sm90RowBroadcast" in text and "Sm90SrcFetch" in text and "FactAct2" in text  # EVT epilogue
+    assert "using ElementC = float;" in text
+    plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
+    assert "using ElementC = void;" in plain and "{{ " not in plain and "{%" not in plain
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+def test_one_instance_compiles_for_sm90a(tmp_path: Path) -> None:
+    """The EVT instance (bias, tanh-GELU, residual) through nvcc for sm_90a: the mainloop, the stage
+    count's static checks and the epilogue together (~2 min on 2 cores)."""
+    from fact.build.toolchain import compile_check, find_toolchain
+
+    rendered = render(exact_sm90()[1])
+    for name, text in rendered.sources.items():
+        (tmp_path / name).write_text(text)
+    compile_check(tmp_path / rendered.kernel_file, Arch.SM90, includes=(tmp_path,), output=tmp_path / "kernel.o",
+                  toolchain=find_toolchain(), object_only=True)
+    assert (tmp_path / "kernel.o").stat().st_size > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="needs an sm90 GPU")
+@pytest.mark.parametrize("inputs", ["uniform", "wide"])
+def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
+    """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs."""
+    from fact.build.cache import BuildCache
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    kernel = build(render(exact_sm90()[0]), BuildCache(tmp_path))
+    for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 65536)):
+        g = torch.Generator(device="cuda").manual_seed(k)
+        a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
+        if inputs == "wide":
+            a, w = a * 10.0 ** (a * 4), w * 10.0 ** (w * 4)
+        ref = a.double() @ w.double().T
+        out = torch.full((m, n), float("nan"), device="cuda")
+        kernel(a, w.T, None, None, out)
+        fact_err = float((out.double() - ref).norm() / ref.norm())
+        sgemm_err = float(((a @ w.T).double() - ref).norm() / ref.norm())
+        assert fact_err <= sgemm_err, (m, n, k, fact_err, sgemm_err)
+
+
+# --- the GPU script -------------------------------------------------------------------------------
+
+def test_gpu_script_dry_run() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    script = REPO / "scripts" / "gpu_exact_fp32.py"
+    help_text = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, env=env,
+                               timeout=120)
+    assert help_text.returncode == 0 and "--dry-run" in help_text.stdout
+    with tempfile.TemporaryDirectory() as out:
+        proc = subprocess.run([sys.executable, str(script), "--dry-run", "--out", out], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        plan = json.loads((Path(out) / "exact_fp32.json").read_text())
+    assert plan["dry_run"] is True and plan["rows"] == []
+    shapes = [tuple(c["shape"]) for c in plan["plan"]["cases"]]
+    assert (1, 256, 256, 524288) in shapes and (1, 4096, 4096, 4096) in shapes and (128, 512, 2048, 1024) in shapes
+    assert {"denormal", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
+    assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
