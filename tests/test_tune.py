@@ -148,8 +148,10 @@ def test_prediction_counts_wave_quantisation() -> None:
 
 # ---- database ------------------------------------------------------------------------------
 def test_spec_json_round_trips() -> None:
-    for spec in enumerate_space(target(256, 256, 131072)).kernels[::37]:
-        assert spec_from_json(spec_to_json(spec)).key == spec.key
+    from fact.realize.catalog import exact_sm90
+
+    for spec in [*enumerate_space(target(256, 256, 131072)).kernels[::37], *exact_sm90()]:
+        assert spec_from_json(spec_to_json(spec)) == spec and spec_from_json(spec_to_json(spec)).key == spec.key
 
 
 def _record_all(db: TuningDB, t: Target, n: int = 20) -> list[Measurement]:

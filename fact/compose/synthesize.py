@@ -217,6 +217,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
     from fact.build.toolchain import compile_check, find_toolchain
     from fact.core.enums import Arch
     from fact.core.errors import FactError
+    from fact.realize import SM90_FAMILIES
 
     try:
         tc = find_toolchain()
@@ -229,7 +230,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
         work = Path(tempfile.mkdtemp(prefix="fact-check-"))
         for name, text in rendered.sources.items():
             (work / name).write_text(text)
-        arch = Arch.SM90 if rendered.spec.family in ("sm90_gemm", "fmha_sm90") else Arch.SM80
+        arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
         includes = (work, *(tc.cutlass_root / inc for inc in rendered.includes))
         try:
             compile_check(work / rendered.kernel_file, arch, includes=includes, output=work / "kernel.o",

@@ -30,7 +30,7 @@ from typing import Any
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90Tiles, Step
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90SplitTiles, Sm90Tiles, Step
 from fact.tune.candidates import Target
 from fact.tune.measurement import Measurement, Status
 from fact.tune.request import Knobs
@@ -109,7 +109,8 @@ def spec_to_json(spec: GemmSpec) -> str:
         return value
 
     data = canon(asdict(spec))
-    data["tiles_kind"] = "sm90" if isinstance(spec.tiles, Sm90Tiles) else "sm80"
+    data["tiles_kind"] = ("sm90_split" if isinstance(spec.tiles, Sm90SplitTiles)
+                          else "sm90" if isinstance(spec.tiles, Sm90Tiles) else "sm80")
     return json.dumps(data, sort_keys=True)
 
 
@@ -119,6 +120,9 @@ def spec_from_json(text: str) -> GemmSpec:
     tiles: Sm80Tiles | Sm90Tiles
     if d["tiles_kind"] == "sm90":
         tiles = Sm90Tiles(tuple(t["tile"]), tuple(t["cluster"]), Schedule(t["schedule"]), Scheduler(t["scheduler"]))
+    elif d["tiles_kind"] == "sm90_split":
+        tiles = Sm90SplitTiles(tuple(t["tile"]), tuple(t["cluster"]), Schedule(t["schedule"]),
+                               Scheduler(t["scheduler"]), int(t["promotion"]))
     else:
         tiles = Sm80Tiles(tuple(t["threadblock"]), tuple(t["warp"]), tuple(t["instruction"]), t["stages"],
                           t["swizzle"], t["split_k"])

@@ -49,25 +49,25 @@ std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
 }  // namespace
 
 namespace {
-// Scheduling knobs the tuner sweeps without recompiling; the defaults are CUTLASS's own.
-int knob_raster = 0, knob_swizzle = 1, knob_splits = 1;
-}  // namespace
-
-void set_knobs(int64_t raster, int64_t swizzle, int64_t splits) {
+// Checks the run-time scheduling knobs (swept by the tuner without recompiling; the defaults
+// are CUTLASS's own) and stores them in the launch arguments.
+void set_knobs(FactGemmArgs& g, int64_t raster, int64_t swizzle, int64_t splits) {
   TORCH_CHECK(raster >= 0 && raster <= 2, "raster order must be 0 (heuristic), 1 (along M) or 2 (along N)");
   TORCH_CHECK(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8");
-  TORCH_CHECK(splits >= 1, "splits must be >= 1");
-  knob_raster = static_cast<int>(raster);
-  knob_swizzle = static_cast<int>(swizzle);
-  knob_splits = static_cast<int>(splits);
+  TORCH_CHECK(splits >= 1 && splits <= 1024, "splits must be in 1..1024");
+  g.raster = static_cast<int>(raster);
+  g.swizzle = static_cast<int>(swizzle);
+  g.splits = static_cast<int>(splits);
 }
+}  // namespace
 
 // out = chain(a @ b): a [L?, M, K], b [L?, K, N] (row- or column-major in their last two dims),
 // bias [N] and residual [L?, M, N] where the chain has them; out [L?, M, N] row-major, written in place.
 // The caller passes its current CUDA stream (as an integer handle) and the device's SM count,
-// so that this file needs no CUDA-specific torch headers.
+// so that this file needs no CUDA-specific torch headers, and the scheduling knobs of this call.
 void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
-         c10::optional<torch::Tensor> residual, torch::Tensor out, int64_t stream, int64_t sms) {
+         c10::optional<torch::Tensor> residual, torch::Tensor out, int64_t stream, int64_t sms,
+         int64_t raster, int64_t swizzle, int64_t splits) {
   check_cuda(a, "a");
   check_cuda(b, "b");
   check_cuda(out, "out");
@@ -111,9 +111,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.ldc = residual->stride(r - 2);
   g.batch_c = r == 3 ? residual->stride(0) : 0;
   g.sm_count = static_cast<int>(sms);
-  g.raster = knob_raster;
-  g.swizzle = knob_swizzle;
-  g.splits = knob_splits;
+  set_knobs(g, raster, swizzle, splits);
   auto workspace = workspace_for(fact_gemm_workspace(g), out);
   int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(code == 0, "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual failed (", code, "): ", fact_last_error());
@@ -122,17 +120,18 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
 // The custom op fact::sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual_4e48dcba: defined here, so the dispatcher (and a loaded torch.export program)
 // reaches the kernel without Python; its fake (meta) implementation is registered from Python.
 torch::Tensor op(torch::Tensor const& a, torch::Tensor const& b, c10::optional<torch::Tensor> const& bias,
-                 c10::optional<torch::Tensor> const& residual) {
+                 c10::optional<torch::Tensor> const& residual, int64_t raster, int64_t swizzle, int64_t splits) {
   c10::DeviceGuard guard(a.device());
   auto sizes = a.sizes().vec();
   TORCH_CHECK(!sizes.empty() && b.dim() >= 2, "a and b: rank 2 or 3");
   sizes.back() = b.size(-1);
   auto out = torch::empty(sizes, a.options());
   auto [stream, sms] = launch_context(out);
-  run(aligned(a), aligned(b), aligned(bias), aligned(residual), out, stream, sms);
+  run(aligned(a), aligned(b), aligned(bias), aligned(residual), out, stream, sms, raster, swizzle, splits);
   return out;
 }
-constexpr char const* kSchema = "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual_4e48dcba(Tensor a, Tensor b, Tensor? bias, Tensor? residual) -> Tensor";
+constexpr char const* kSchema =
+    "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual_4e48dcba(Tensor a, Tensor b, Tensor? bias, Tensor? residual, int raster=0, int swizzle=1, int splits=1) -> Tensor";
 
 // Registers the op once per process. Called from Python (not at load time), so that a second copy
 // of this library in one process answers with an error instead of ending the process.
@@ -149,10 +148,11 @@ void register_op() {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("run", &run, "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual");
+  m.def("run", &run, "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual", pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("bias"),
+        pybind11::arg("residual"), pybind11::arg("out"), pybind11::arg("stream"), pybind11::arg("sms"),
+        pybind11::arg("raster") = 0, pybind11::arg("swizzle") = 1, pybind11::arg("splits") = 1);
   m.def("register_op", &register_op, "define fact::sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual_4e48dcba (schema and CUDA kernel) in the dispatcher");
   m.attr("op_name") = "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual_4e48dcba";
-  m.def("set_knobs", &set_knobs, "set the run-time scheduling knobs of later runs (raster, swizzle, splits)");
   m.attr("kernel_name") = "sm90_gemm_3xtf32_tn_128x128x32_c1x1_coop_persistent_p64_bias_gelu_tanh_residual";
   m.attr("spec_key") = "4e48dcbad70f47b8da09ea74575928670f6430b813a7ce6cba89ad3945f42ee6";
 }
