@@ -216,3 +216,10 @@ def test_a_learned_kernel_composes_like_a_template_one(promoted) -> None:
         got, want = gm(x), module(x)
     assert calls == [(128, 256)] and isinstance(gm.fact_0, Dispatch) and gm.fact_0.kernel_calls == 1
     assert torch.allclose(got.float(), want.float(), atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("entry_id", ["../secrets", "a/../../b", "/etc/x", ""])
+def test_an_entry_id_that_is_not_one_is_refused(entry_id: str, tmp_path: Path) -> None:
+    from fact.agentic.learned import find_promoted
+
+    assert "is not a corpus entry id" in str(find_promoted(entry_id, roots=[tmp_path]))

@@ -125,10 +125,35 @@ def test_verified_patterns_are_reused(tmp_path, kb) -> None:
     similar = discover(mod, [torch.empty(3000, 4096, dtype=torch.bfloat16), x[1]], arch="sm90", kb=kb, registry=registry)
     assert similar.items[0].verified_before == "sm90_gemm_bf16_tt_128x256x64_c2x1_coop"
     assert discover(mod, x, arch="sm80", kb=kb, registry=registry).items[0].verified_before is None
-    (tmp_path / "tuning.sqlite").write_bytes(b"{broken" * 1000)  # a damaged database loses reuse only
+    (tmp_path / "tuning.sqlite").write_bytes(b"broken" * 1000)  # a damaged database loses reuse only
     assert registry.lookup(first.items[0].match, "sm90") is None and len(registry) == 0
-    again = PatternRegistry(tmp_path / "tuning.sqlite")  # a new one moves the damaged file aside
-    assert len(again) == 0 and list(tmp_path.glob("tuning.sqlite.corrupt-*"))
+    assert not list(tmp_path.glob("tuning.sqlite.corrupt-*"))  # reading never moves a file
+    registry.record(first.items[0].match, "sm90", "k2")  # the writer moves the damaged file aside
+    assert list(tmp_path.glob("tuning.sqlite.corrupt-*")) and registry.lookup(first.items[0].match, "sm90") == "k2"
+
+
+def test_a_lookup_creates_no_file(tmp_path) -> None:
+
+    registry = PatternRegistry(tmp_path / "cache" / "tuning.sqlite")
+    assert registry.lookup(_a_match(), "sm90") is None and len(registry) == 0
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_json_registry_named_directly_is_taken_in(tmp_path) -> None:
+    from fact.patterns.registry import key
+
+    match = _a_match()
+    legacy = tmp_path / "mine.json"
+    legacy.write_text(json.dumps({"version": 1, "patterns": {key(match, "sm90"): {"kernel": "k9", "date": "2026-11-01"}}}))
+    assert PatternRegistry(legacy).lookup(match, "sm90") == "k9"
+    assert (tmp_path / "mine.sqlite").exists() and (tmp_path / "mine.json.migrated").exists()
+
+
+def _a_match():
+    from fact.core.enums import DType, Layout, Precision
+    from fact.realize.catalog import _gemm_match
+
+    return _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
 
 
 def test_a_json_registry_of_an_earlier_fact_is_taken_into_the_database(tmp_path, kb) -> None:

@@ -195,3 +195,17 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
     # exact fp32 has no wgmma path: 3xTF32 on the sm80 family, which runs on sm90
     assert any(f.startswith("sm80_gemm_3xtf32_tn_") and f.endswith("_bias_gelu_tanh") for f in folders), folders
     assert any(f.startswith("sm80_fmha_f32_d128") for f in folders), folders
+
+
+def test_python_calls_only_what_the_generated_bindings_export() -> None:
+    """Built libraries are called through `run`, `register_op`, `op_name`, `kernel_name` and
+    `spec_key` only; scheduling knobs are arguments of each call (no library-wide setter)."""
+    import re
+
+    spec = GOLDEN_SPECS["sm90_evt"]
+    binding = render(spec).sources["binding.cpp"]
+    exported = set(re.findall(r'm\.(?:def|attr)\("(\w+)"', binding))
+    assert exported == {"run", "register_op", "op_name", "kernel_name", "spec_key"}
+    root = Path(__file__).resolve().parents[1]
+    for path in [*root.joinpath("fact").rglob("*.py"), *root.joinpath("scripts").glob("*.py")]:
+        assert ".set_knobs(" not in path.read_text(), f"{path} calls a setter the bindings do not export"

@@ -78,3 +78,21 @@ def test_synthesize_hook_uses_the_database(tmp_path: Path) -> None:
     tuned, notes, knobs = tuned_realizations(items, real, db=db)
     best = min(rec, key=lambda m: m.median_ms)
     assert tuned[match.id].spec.key == best.spec_key and "tuned" in notes[0] and match.id in knobs
+
+
+def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: Path) -> None:
+    from dataclasses import replace as copy
+
+    from fact.realize.spec import Sm90SplitTiles
+    from fact.tune.measurement import Measurement, Status
+
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    default = spec_for(match, Arch.SM90)
+    other = copy(default, dtype=DType.F32, precision=Precision.EXACT, tiles=Sm90SplitTiles())  # an opt-in family
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    t = target(match.problem.m, match.problem.n, match.problem.k)
+    db.record(t, other, Measurement(other.key, other.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem,
+                                    Status.OK, 0.1, 0.0, 30, verified=True))
+    items = [SimpleNamespace(match=match)]
+    same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, db=db)
+    assert same[match.id].spec == default and not knobs and "another family" in notes[0]

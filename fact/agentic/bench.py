@@ -61,12 +61,12 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
                        time.perf_counter() - started)
     if state.flush is None:
         state.flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    module.set_knobs(req.knobs.raster, req.knobs.swizzle, req.knobs.splits)
+    schedule = req.knobs.astuple()  # passed on every call, as composed modules do
     stream = torch.cuda.current_stream().cuda_stream
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
     def run(x: dict[str, Any], out: Any = None) -> Any:
-        module.run(x["a"], x["wt"], x["bias"], None, x["out"] if out is None else out, stream, sms)
+        module.run(x["a"], x["wt"], x["bias"], None, x["out"] if out is None else out, stream, sms, *schedule)
 
     sets = _cases(state, str(req.extra["cases"]))
     tolerance = float(req.extra.get("tolerance", 0.0))

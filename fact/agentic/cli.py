@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("record", help="a synthesis record JSON (SynthesisRecord.save)")
     p.add_argument("--corpus", required=True, help="the corpus root (entries go to <corpus>/<arch>/)")
-    p.add_argument("--registry", help="the pattern registry JSON (default: the user's)")
+    p.add_argument("--registry", help="the pattern registry: a tuning database file (default: the user's); an earlier JSON registry is taken in")
     p.add_argument("--nvcc", default="unknown", help="nvcc release the kernel compiled with, for the sidecar")
     p.add_argument("--dry-run", action="store_true", help="validate the entry, write nothing")
     p.set_defaults(func=cmd_promote)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ def find_promoted(entry_id: str, *, kb: Any = None, roots: list[Path] | None = N
     """
     from fact.knowledge.corpus import DEFAULT_CORPUS, load_entry
 
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", entry_id) or ".." in entry_id:
+        return f"{entry_id!r} is not a corpus entry id"
     for sidecar in _sidecars(entry_id, kb, roots if roots is not None else [DEFAULT_CORPUS]):
         if not sidecar.is_file():
             continue
@@ -80,7 +83,7 @@ def find_promoted(entry_id: str, *, kb: Any = None, roots: list[Path] | None = N
         if entry.id != entry_id or p.get("origin") != "llm" or not p.get("kernel"):
             return f"corpus entry {entry_id} is not a promoted synthesis (params.origin, params.kernel)"
         digest = hashlib.sha256(entry.source.encode()).hexdigest()
-        if p.get("kernel_sha256") and p["kernel_sha256"] != digest:
+        if p.get("kernel_sha256") != digest:  # a promotion records it: without it, the source is unproven
             return f"promoted entry {entry_id}: its source changed since promotion (sha256 {digest[:12]})"
         run = entry.meta.vetting.run
         return PromotedKernel(

@@ -312,7 +312,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
                 continue
             v = outcome.report
             rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
-                                "worst": v.worst, "tolerance": v.tolerance}
+                                "worst": v.worst, "tolerance": v.tolerance, "knobs": list(schedule)}
             cache.note(library.key, name, rep.verification)
         try:
             call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name), schedule),

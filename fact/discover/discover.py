@@ -87,7 +87,7 @@ def discover_captured(
         from fact.knowledge.base import KnowledgeBase
 
         kb = KnowledgeBase.in_memory()
-    registry = registry or PatternRegistry()
+    registry = registry if registry is not None else PatternRegistry()
     learned = _learned(captured, registry, arch, precision, kb, notes)
     if not result.matches and not learned:
         notes.append("no subgraph matched a pattern: the module keeps its original ops")

@@ -51,48 +51,78 @@ def key(match: Match, arch: str) -> str:
 class PatternRegistry:
     """Verified patterns in the tuning database at `path` (default: the user's).
 
-    The table is opened on first use, so discovery without a registry lookup costs nothing."""
+    Lookups only read: they create no file, run no integrity check and never move a file aside
+    (a damaged or busy database answers None, losing reuse only). Recording opens the database as
+    its writer. A path naming an earlier fact's JSON registry keeps its rows in a database beside it
+    (same name, `.sqlite`), taken in on first use."""
 
     def __init__(self, path: Path | str | None = None) -> None:
-        self.path = Path(path) if path else default_path()
-        self._table: Any = None
+        path = Path(path) if path else default_path()
+        if _is_json(path):
+            self.path, self.legacy = path.with_suffix(".sqlite"), path
+        else:
+            self.path, self.legacy = path, path.with_name(LEGACY_NAME)
 
-    @property
-    def table(self) -> Any:
-        if self._table is None:
-            from fact.tune.db import PatternTable
+    def _writer(self) -> Any:
+        from fact.tune.db import PatternTable
 
-            self._table = PatternTable(self.path)
-            _migrate(self.path.with_name(LEGACY_NAME), self._table)
-        return self._table
+        table = PatternTable(self.path)
+        _migrate(self.legacy, table)
+        return table
+
+    def _reader(self) -> Any:
+        """The table for reading, or None when nothing was ever recorded."""
+        from fact.tune.db import PatternTable
+
+        if self.legacy.is_file():
+            return self._writer()  # take the earlier registry in first
+        return PatternTable(self.path, opened=True) if self.path.exists() else None
 
     def lookup(self, match: Match, arch: str) -> str | None:
-        if self._table is None and not self.path.exists() and not self.path.with_name(LEGACY_NAME).exists():
-            return None  # nothing recorded yet: a lookup creates no file
+        from fact.core.errors import FactError
+
         try:
-            return self.table.lookup(key(match, arch))
-        except sqlite3.DatabaseError as exc:  # damaged since it was opened: only reuse is lost
-            log.warning("pattern registry %s is unreadable (%s)", self.path, exc)
+            table = self._reader()
+            return table.lookup(key(match, arch)) if table is not None else None
+        except (sqlite3.Error, FactError) as exc:
+            log.warning("pattern registry %s is unreadable (%s): nothing is reused", self.path, exc)
             return None
 
     def record(self, match: Match, arch: str, kernel: str) -> None:
-        self.table.record(key(match, arch), kernel)
+        self._writer().record(key(match, arch), kernel)
 
     def __len__(self) -> int:
+        from fact.core.errors import FactError
+
         try:
-            return int(self.table.count())
-        except sqlite3.DatabaseError:
+            table = self._reader()
+            return int(table.count()) if table is not None else 0
+        except (sqlite3.Error, FactError):
             return 0
 
 
+def _is_json(path: Path) -> bool:
+    """Whether `path` names an earlier fact's JSON registry (a .json file, or none yet)."""
+    if path.suffix != ".json":
+        return False
+    try:
+        with path.open("rb") as f:
+            return f.read(1) in (b"{", b"")
+    except OSError:
+        return True
+
+
 def _migrate(legacy: Path, table: Any) -> None:
-    """Take in a JSON registry an earlier fact wrote (rows the database already has are kept), once."""
+    """Take in a JSON registry an earlier fact wrote (rows the database already has are kept), once;
+    a file of another version is left as it is."""
     if not legacy.is_file():
         return
     try:
         data = json.loads(legacy.read_text())
-        patterns = data.get("patterns", {}) if data.get("version") == 1 else {}
-        for k, entry in patterns.items():
+        if data.get("version") != 1:
+            log.warning("the earlier pattern registry %s has version %r: left as it is", legacy, data.get("version"))
+            return
+        for k, entry in data.get("patterns", {}).items():
             if table.lookup(k) is None:
                 table.record(k, str(entry["kernel"]), str(entry.get("date") or "") or None)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -189,6 +189,10 @@ class _Store:
                                             "pass another --db.")
             finally:
                 conn.close()
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):  # another writer holds it: not damage
+                raise TuningDBError(f"{self.path} is busy ({exc}); try again") from exc
+            ok, reason = False, str(exc)
         except sqlite3.DatabaseError as exc:
             ok, reason = False, str(exc)
         else:

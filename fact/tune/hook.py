@@ -65,6 +65,10 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
                          f"{r.spec.name}")
             continue
         spec, m = best
+        if spec.family != r.spec.family:  # e.g. an opt-in family tuned on purpose: not a default's stand-in
+            notes.append(f"{item.match.id}: the database's winner {spec.name} is of another family; default "
+                         f"{r.spec.name}")
+            continue
         out[item.match.id] = replace(r, spec=spec)
         knobs[item.match.id] = Knobs.from_json(m.knobs)
         notes.append(f"{item.match.id}: tuned {spec.name} ({m.median_ms:.4f} ms"
