@@ -89,6 +89,15 @@ def test_discovery_finds_the_learned_pattern(promoted, no_network) -> None:
     assert not no_network
 
 
+@pytest.mark.parametrize("act", [torch.nn.ELU(alpha=3.0), torch.nn.Softplus(beta=3.0), torch.nn.PReLU()])
+def test_a_lookalike_with_other_settings_is_not_the_learned_pattern(promoted, act) -> None:
+    # the kind's name alone would read ELU(alpha=3) as the promoted ELU(alpha=1): it is no task at all
+    plan = fact.discover(_module(act, seed=3), [torch.randn(100, 256, dtype=BF16)], arch="sm90", kb=promoted["kb"],
+                         registry=promoted["registry"])
+    assert all(i.match.realization != "llm" for i in plan.items)
+    assert not find_tasks(fact.capture.capture(_module(act).eval(), [torch.empty(100, 256, dtype=BF16)]))
+
+
 def test_unlearned_patterns_stay_as_they_were(promoted) -> None:
     # Hardswish was never promoted; a different width falls in another shape bucket
     for module, rows in ((_module(torch.nn.Hardswish()), 128), (torch.nn.Sequential(

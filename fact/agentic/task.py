@@ -79,7 +79,24 @@ def _is_unary_elementwise(node: Any, root: Any) -> str | None:
     spec, src = node.meta.get("fact_spec"), op.tensors[0].meta.get("fact_spec")
     if spec is None or src is None or spec.shape != src.shape:
         return None
-    return kind
+    return kind if _at_defaults(node, root) else None
+
+
+def _at_defaults(node: Any, root: Any) -> bool:
+    """Whether the op is its kind's default form, which the kind name alone states: a module with
+    no tensors of its own whose settings are its class's defaults, or a call with the tensor alone.
+    Anything else (nn.ELU(alpha=3), F.softplus(y, beta=3)) is not a task: the kind would misstate it."""
+    if node.op == "call_module":
+        module = root.get_submodule(str(node.target))
+        if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+            return False
+        try:
+            default = type(module)()
+        except Exception:  # a class that needs arguments: its settings are not the kind's
+            return False
+        return module.extra_repr() == default.extra_repr() and vars(module).keys() == vars(default).keys()
+    extra = [a for a in node.args[1:]] + [v for k, v in node.kwargs.items() if k != "inplace"]
+    return not extra
 
 
 def find_tasks(captured: Any, arch: str = "sm90", precision_policy: str = "auto") -> list[SynthesisTask]:
