@@ -98,7 +98,7 @@ CONCEPTS: tuple[Concept, ...] = (
             r"|\bfp ?32 accura|\bprecision exact\b|\bfull (?:accuracy|precision)\b"
             r"|\b(?:as accurate as|matching|match) (?:cu ?blas )?sgemm\b|\bsgemm (?:level|accura)"
             r"|\b(?:no|without|not|never|disabl\w*) tf ?32\b"
-            r"|\b(?:allow )?tf ?32 (?:(?:is|are) )?(?:disabled|off|false|not allowed)\b",
+            r"|\b(?:allow )?tf ?32 (?:(?:is|are) )?(?:disabled|turned off|off|false|not allowed)\b",
             _is("precision", "exact"), shadows=("tf32",), phrase="exact fp32 accuracy"),
     # TF32 alone, not the TF32 inside 3xTF32, which is another precision.
     Concept("tf32", r"(?<!\b3 x )(?<!\b3x )\btf ?32\b|\btfloat ?32\b", _is("precision", "tf32")),
@@ -164,7 +164,7 @@ _CODE_WORD = re.compile(r"::|[<>_]|[a-z][A-Z]|[A-Z][a-z]+[A-Z]")
 _PLURAL = re.compile(r"\b([A-Z]{2,})s\b")  # GEMMs, CTAs, SMs
 # A mention negated by the words before it ("no", "never for", "non-") or after it ("disabled").
 _NEGATED_BEFORE = re.compile(r"\b(?:no|not|never|without|non|disabl\w*)(?: (?:for|the|a|an|any|is|use|using|with))* $")
-_NEGATED_AFTER = re.compile(r"(?: (?:is|are|was|were))? (?:disabled|off|false|not allowed)\b")
+_NEGATED_AFTER = re.compile(r"(?: (?:is|are|was|were))? (?:disabled|turned off|off|false|not allowed)\b")
 
 
 def singular(text: str) -> str:
