@@ -7,9 +7,11 @@
 Dense (sentence-transformers) and lexical (BM25 over code identifiers) rankings are fused
 by weighted reciprocal rank: the more of a query is code (identifiers, template arguments),
 the more the lexical ranking counts, since a sentence model reads prose, not identifiers.
-What the query implies about an example's metadata (its op family, precision, epilogue
-steps: `vocabulary.analyse`) adds a soft boost to the examples that have it; it reorders,
-it never filters. Without a dense model, or without chromadb, it answers lexically.
+What the query implies about an example's metadata (its op family, precision, operand
+layout, epilogue steps, and the architecture when no filter names one: `vocabulary.analyse`)
+adds a soft boost to the examples that have it; it reorders, it never filters. Metadata a
+scan only guessed (`guessed`) counts as half met. Without a dense model, or without
+chromadb, it answers lexically.
 
 The index holds two kinds of entries (see `changes`): those a sync keeps in step with the
 corpus folders and CUTLASS's installed examples, and curated ones put there by `ingest`,

@@ -22,8 +22,9 @@ _STOP = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case tokens: whole identifiers, their snake/camel parts, NxMxK shapes, and the
-    canonical term of every concept the text spells."""
+    """Lower-case tokens: whole identifiers, their snake/camel parts (a plural acronym as the
+    acronym: `GEMMs` gives `gemms` and `gemm`), NxMxK shapes, and the canonical term of every
+    concept the text spells."""
     tokens: list[str] = []
     for word in _WORD.findall(text):
         low = word.lower()
