@@ -6,6 +6,7 @@ fingerprint (source, shared headers, flags, nvcc and CUTLASS versions) was made 
 `scripts/vet_corpus.py --compile-only --record` on exactly these inputs."""
 
 import concurrent.futures as cf
+import dataclasses
 import os
 
 import pytest
@@ -54,10 +55,16 @@ def test_both_architectures_are_covered() -> None:
 
 
 def test_a_fingerprint_changes_with_the_source(tmp_path) -> None:
-    import dataclasses
-
     entry = ENTRIES[0]
     copy = tmp_path / entry.path.name
     copy.write_text(entry.path.read_text() + "\n// edited\n")
     assert compile_fingerprint(dataclasses.replace(entry, path=copy)) != compile_fingerprint(entry)
     assert compile_fingerprint(entry) == compile_fingerprint(entry)
+
+
+def test_a_description_does_not_change_the_fingerprint() -> None:
+    """Retrieval text (title, description) is not compiled: rewording it keeps the compile record."""
+    entry = next(e for e in ENTRIES if e.meta.vetting.compile and e.meta.vetting.compile.fingerprint)
+    reworded = entry.meta.model_copy(update={"title": "another title", "description": "another description " * 4})
+    assert compile_fingerprint(dataclasses.replace(entry, meta=reworded)) == compile_fingerprint(entry)
+    assert recorded(entry)

@@ -7,9 +7,11 @@
 Dense (sentence-transformers) and lexical (BM25 over code identifiers) rankings are fused
 by weighted reciprocal rank: the more of a query is code (identifiers, template arguments),
 the more the lexical ranking counts, since a sentence model reads prose, not identifiers.
-What the query implies about an example's metadata (its op family, precision, epilogue
-steps: `vocabulary.analyse`) adds a soft boost to the examples that have it; it reorders,
-it never filters. Without a dense model, or without chromadb, it answers lexically.
+What the query implies about an example's metadata (its op family, precision, operand
+layout, epilogue steps, and the architecture when no filter names one: `vocabulary.analyse`)
+adds a soft boost to the examples that have it; it reorders, it never filters. Metadata a
+scan only guessed (`guessed`) counts as half met. Without a dense model, or without
+chromadb, it answers lexically.
 
 The index holds two kinds of entries (see `changes`): those a sync keeps in step with the
 corpus folders and CUTLASS's installed examples, and curated ones put there by `ingest`,
@@ -33,6 +35,7 @@ from fact.knowledge.changes import INGEST, SYNC, IndexReport, Meta, display_path
 from fact.knowledge.corpus import DEFAULT_CORPUS, REPO_ROOT, CorpusEntry, load_corpus
 from fact.knowledge.embedding import Embedder, load_embedder
 from fact.knowledge.lexical import LexicalIndex
+from fact.knowledge.schema import GUESSABLE
 from fact.knowledge.store import ChromaStore, MemoryStore, Snapshot, matches
 from fact.knowledge.vocabulary import analyse
 
@@ -71,6 +74,14 @@ class Hit:
     @property
     def path(self) -> str:
         return str(self.metadata.get("origin_path", ""))
+
+
+def guessed(meta: Meta) -> frozenset[str]:
+    """The metadata fields of a stored row that are guesses. A CUTLASS example's row from before
+    rows said so has only its op family read."""
+    if "guessed" in meta:
+        return frozenset(f for f in str(meta["guessed"]).split(",") if f)
+    return frozenset(GUESSABLE) if meta.get("source") == UPSTREAM else frozenset()
 
 
 def fingerprint(entries: Sequence[CorpusEntry], model: str) -> str:
@@ -343,6 +354,8 @@ class KnowledgeBase:
             lexical = sorted(((i, s) for i, s in scores.items() if i in allowed and s > 0),
                              key=lambda t: (-t[1], t[0]))[:depth]
         query = analyse(text)
+        if "arch" in where:  # the filter decides; a hint all candidates meet would only dilute the others
+            query = query.without("arch")
         dense: list[tuple[str, float]] = []
         if mode in ("hybrid", "dense") and self.embedder is not None:
             vec = self.embedder.embed([query.dense_text])[0]
@@ -358,7 +371,7 @@ class KnowledgeBase:
         for weight, ranking in zip(weights, (dense, lexical), strict=True):
             for rank, (i, _) in enumerate(ranking):
                 fused[i] = fused.get(i, 0.0) + weight / (RRF_K + rank + 1)
-        hinted = {i: query.matches(meta_by_id.get(i, {}), inferred=meta_by_id.get(i, {}).get("source") == UPSTREAM)
+        hinted = {i: query.matches(meta_by_id.get(i, {}), guessed=guessed(meta_by_id.get(i, {})))
                   for i in fused} if hybrid and query.hints else {}
         for i, share in hinted.items():
             fused[i] += HINT_WEIGHT * share

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fact.core.enums import ApiLevel, Arch, DType, OpFamily
+from fact.core.enums import ApiLevel, Arch, DType, MathPath, OpFamily
 from fact.knowledge.corpus import CorpusEntry
 from fact.knowledge.schema import ExampleMeta
 
@@ -59,6 +59,24 @@ def _dtype_of(text: str) -> DType:
     return DType.F32
 
 
+# Folder names that say how the example computes, read with certainty (its text only hints).
+_NAMED_MATH: tuple[tuple[str, DType, MathPath | None], ...] = (
+    (r"3xtf32", DType.F32, MathPath.TF32X3),
+    (r"tf32", DType.F32, MathPath.TF32),
+    (r"fp64", DType.F64, None),
+)
+
+
+def _math_of(name: str, text: str) -> tuple[DType, MathPath | None, tuple[str, ...]]:
+    """The operand type and math path, and which flat metadata of them is a guess: read from the
+    folder name where it names them (`14_ampere_tf32_tensorop_gemm`), else guessed from the first
+    element type in the text (precision and math path then guessed)."""
+    for pattern, dtype, math in _NAMED_MATH:
+        if re.search(pattern, name, re.I):
+            return dtype, math, ()
+    return _dtype_of(text), None, ("precision", "math")
+
+
 _COMMENT = re.compile(r"/\*(.*?)\*/|((?:^[ \t]*//[^\n]*\n?)+)", re.S | re.M)
 _CODE_START = re.compile(r"^[ \t]*#[ \t]*include\b", re.M)
 _LICENCE = re.compile(r"Copyright|SPDX-License|Redistribution and use", re.I)
@@ -93,6 +111,29 @@ def _main_source(folder: Path, name: str, sources: list[Path]) -> Path:
     return named[0] if named else sources[0]
 
 
+_MARKDOWN_NOISE = re.compile(r"^[ \t]*(?:#|<|!\[|```|\$ ).*$", re.M)
+
+
+def _readme_brief(text: str) -> str:
+    """The prose of a README: headings, images, code fences and shell lines left out."""
+    return _clean(_MARKDOWN_NOISE.sub(" ", text).replace("\\", ""))
+
+
+def _example_brief(folder: Path, name: str, sources: list[Path]) -> str:
+    """The example's own summary: its main source's, when that is a paragraph or more; else
+    the longest of its other sources' and its README's (an example whose main file carries
+    only a title, as 41's backward pass does, is described by its forward pass or README)."""
+    main = _main_source(folder, name, sources)
+    brief = _brief(main.read_text(errors="replace"))
+    if len(brief) >= BRIEF_CHARS // 3:
+        return brief
+    others = [_brief(p.read_text(errors="replace")) for p in sources if p != main]
+    readme = folder / "README.md"
+    if readme.is_file():
+        others.append(_readme_brief(readme.read_text(errors="replace")))
+    return max([brief, *others], key=len)
+
+
 def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], list[Skipped]]:
     """One entry per numbered example folder under `root` (…/cutlass_library/source/examples)."""
     entries: list[CorpusEntry] = []
@@ -111,8 +152,8 @@ def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], 
             skipped.append(Skipped(folder.name, "targets an architecture other than sm80/sm90"))
             continue
         words = match.group(2).replace("_", " ")
-        brief = _brief(_main_source(folder, match.group(2), sources).read_text(errors="replace")) or _brief(text)
-        dtype = _dtype_of(text)
+        brief = _example_brief(folder, match.group(2), sources) or _brief(text)
+        dtype, math, guessed = _math_of(folder.name, text)
         api = ApiLevel.CUTLASS3 if ("CollectiveBuilder" in text or "cute::" in text) else ApiLevel.CUTLASS2
         meta = ExampleMeta.model_validate({
             "id": f"cutlass/{folder.name}".lower(),
@@ -122,8 +163,11 @@ def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], 
             "title": f"CUTLASS example {match.group(1)}: {words}",
             "description": (f"CUTLASS's own example {folder.name} ({words}). {brief}").strip()
             + " Upstream example from the nvidia-cutlass package.",
-            "dtypes": {"a": dtype, "b": dtype, "c": dtype, "accumulator": DType.F32},
+            "dtypes": {"a": dtype, "b": dtype, "c": dtype, "accumulator": DType.F64 if dtype is DType.F64 else DType.F32},
             "layouts": {"a": "row", "b": "col", "c": "row"},
+            "math": math,
+            # The epilogue is not read and the layouts are a placeholder.
+            "guessed": (*guessed, "layout", "epilogue"),
             "provenance": {
                 "source": "cutlass-examples",
                 "author": "NVIDIA CUTLASS",

@@ -1,7 +1,8 @@
 """Retrieval quality on the labelled query sets: recall@1, recall@5 and MRR per architecture.
 
-`queries.toml` is the set retrieval is developed on; `queries_heldout.toml`, written in other
-words before any tuning, only checks that what helps the first set carries over.
+`queries.toml` is the set retrieval is developed on; `queries_heldout.toml` and
+`queries_heldout2.toml`, each written in other words before the changes they check, only
+check that what helps carries over.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fact.knowledge.corpus import DEFAULT_CORPUS
 
 DEFAULT_QUERIES = DEFAULT_CORPUS / "labels" / "queries.toml"
 HELD_OUT_QUERIES = DEFAULT_CORPUS / "labels" / "queries_heldout.toml"
+HELD_OUT_QUERIES_2 = DEFAULT_CORPUS / "labels" / "queries_heldout2.toml"
 
 
 @dataclass(frozen=True)

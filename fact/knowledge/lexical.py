@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fact.knowledge.vocabulary import concept_terms
+from fact.knowledge.vocabulary import concept_terms, singular
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:x\d+)+|\d+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -22,15 +22,16 @@ _STOP = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case tokens: whole identifiers, their snake/camel parts, NxMxK shapes, and the
-    canonical term of every concept the text spells."""
+    """Lower-case tokens: whole identifiers, their snake/camel parts (a plural acronym as the
+    acronym: `GEMMs` gives `gemms` and `gemm`), NxMxK shapes, and the canonical term of every
+    concept the text spells."""
     tokens: list[str] = []
     for word in _WORD.findall(text):
         low = word.lower()
         if low not in _STOP and len(low) > 1:
             tokens.append(low)
         if "_" in word or any(c.isupper() for c in word[1:]):
-            for part in re.split(r"_+", word):
+            for part in re.split(r"_+", singular(word)):
                 for sub in _CAMEL.findall(part):
                     s = sub.lower()
                     if s != low and s not in _STOP and len(s) > 1:

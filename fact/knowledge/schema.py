@@ -33,6 +33,8 @@ EPILOGUES = (
 )
 # The epilogue steps that are activations (the rest add a tensor, scale, or belong to attention).
 ACTIVATIONS = tuple(e for e in EPILOGUES if e not in ("bias", "scale", "residual", "softmax", "causal_mask"))
+# Flat metadata a scan may only guess (CUTLASS's own examples): retrieval trusts a guess half.
+GUESSABLE = ("precision", "math", "layout", "epilogue")
 
 
 class _Strict(BaseModel):
@@ -97,6 +99,7 @@ class ExampleMeta(_Strict):
     math: MathPath | None = None  # how the mainloop multiplies; None: implied by 16-bit / tf32 dtypes
     params: dict[str, str | int | bool] = Field(default_factory=dict)
     includes: tuple[str, ...] = ()  # extra include dirs, relative to the CUTLASS source root
+    guessed: tuple[str, ...] = ()  # which of GUESSABLE a scan guessed rather than read (empty: all known)
     provenance: Provenance
     vetting: Vetting = Vetting()
 
@@ -113,6 +116,14 @@ class ExampleMeta(_Strict):
         unknown = [e for e in v if e not in EPILOGUES]
         if unknown:
             raise ValueError(f"unknown epilogue step(s) {unknown}; known: {', '.join(EPILOGUES)}")
+        return v
+
+    @field_validator("guessed")
+    @classmethod
+    def _known_guesses(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [g for g in v if g not in GUESSABLE]
+        if unknown:
+            raise ValueError(f"unknown metadata field(s) {unknown}; guessable: {', '.join(GUESSABLE)}")
         return v
 
     @model_validator(mode="after")
@@ -161,6 +172,7 @@ class ExampleMeta(_Strict):
             "activation": ",".join(self.activations),
             "math": self.math_path.value if self.math_path else "",
             "precision": self.precision.value if self.precision else "",
+            "guessed": ",".join(self.guessed),
             "source": self.provenance.source,
             "license": self.provenance.license,
             "vetted_compile": bool(self.vetting.compile and self.vetting.compile.ok),
