@@ -344,7 +344,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
             if live is not None:
                 live.update(line)
 
-        result = synthesize(module, inputs, arch=args.arch, precision=args.precision, tune=args.tune, llm=args.llm,
+        tune = "search" if args.tune_missing else args.tune
+        result = synthesize(module, inputs, arch=args.arch, precision=args.precision, tune=tune, llm=args.llm,
                             compile_check=args.compile_check, benchmark=not args.no_benchmark, on_stage=stage)
     console.print(result.report.render())
     for r in result.report.rejections:
@@ -479,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-benchmark", action="store_true", help="skip timing the kernels and the module")
     s.add_argument("--tune", action="store_true", help="use the tuning database's winners for this GPU (kernel and "
                                                        "run-time knobs; `fact tune` fills it)")
+    s.add_argument("--tune-missing", action="store_true", help="as --tune, and tune each GEMM the database lacks "
+                                                               "on this GPU first (a budgeted sweep)")
     s.add_argument("--save", metavar="DIR", help="write the artifact here (built libraries, manifest, module; "
                                                   "fact.load reads it) with report.json and report.md")
     s.add_argument("--llm", help="a litellm model string: review the plan with that model")

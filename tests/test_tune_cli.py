@@ -96,3 +96,34 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
     items = [SimpleNamespace(match=match)]
     same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, db=db)
     assert same[match.id].spec == default and not knobs and "another family" in notes[0]
+
+
+def test_a_miss_is_tuned_when_asked(tmp_path: Path) -> None:
+    from fact.tune.candidates import enumerate_space
+
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    default = spec_for(match, Arch.SM90)
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    t = target(match.problem.m, match.problem.n, match.problem.k)
+    space = enumerate_space(t)
+    by_key = {s.key: s for s in space.kernels}
+    best = min(recorded(t, space)[:10], key=lambda m: m.median_ms)
+    asked = []
+
+    def search(tgt):  # as a sweep does: measure, record, answer
+        asked.append(tgt)
+        db.record(tgt, by_key[best.spec_key], best)
+        return SimpleNamespace(best=(by_key[best.spec_key], best))
+
+    items, real = [SimpleNamespace(match=match)], {match.id: Realization(match.id, default, ())}
+    tuned, _, knobs = tuned_realizations(items, real, mode="search", db=db, search=search)
+    assert asked == [t] and tuned[match.id].spec.key == best.spec_key and match.id in knobs
+    again, _, _ = tuned_realizations(items, real, mode="search", db=db, search=search)  # now a database hit
+    assert again[match.id].spec.key == best.spec_key and len(asked) == 1
+
+
+def test_synthesize_command_takes_tune_flags() -> None:
+    from fact.cli import build_parser
+
+    args = build_parser().parse_args(["synthesize", "x.py:M", "--tune-missing"])
+    assert args.tune_missing and not args.tune

@@ -59,7 +59,7 @@ def synthesize(
     *,
     arch: str | None = None,
     precision: str = "auto",
-    tune: bool = False,
+    tune: bool | str = False,
     llm: str | None = None,
     kb: Any = None,
     cache: Any = None,
@@ -77,7 +77,8 @@ def synthesize(
         arch: "sm80" or "sm90" (default: this GPU's, else sm90).
         precision: "auto" (what PyTorch does for the module) or "exact" / "tf32" for fp32 modules.
         tune: use the tuning database's verified winners for this GPU where it has them (the report
-            names each; `fact tune` fills the database).
+            names each; `fact tune` fills the database); "search" also tunes each GEMM the database
+            lacks, on this GPU (a budgeted top-k sweep, recorded in the database).
         llm: a litellm model name for the optional plan reviewer.
         kb: the KnowledgeBase to ground kernels on (default: the corpus in memory).
         cache: a fact.build.cache.BuildCache (default: the user cache).
@@ -119,9 +120,16 @@ def synthesize(
     real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)))}
     knobs: dict[str, Any] = {}
     if tune:
-        from fact.tune.hook import tuned_realizations
+        from fact.tune.hook import LocalSearch, default_db, tuned_realizations
 
-        real, notes, knobs = tuned_realizations(templated, real, mode="db")
+        db = default_db()
+        search = LocalSearch(db) if tune == "search" and db is not None else None
+        try:
+            real, notes, knobs = tuned_realizations(templated, real, mode="search" if search else "db", db=db,
+                                                    search=search)
+        finally:
+            if search is not None:
+                search.close()
         report.notes.extend(notes)
     learned = _learned(plan, captured, kb, report)
     for item in plan.items:

@@ -77,6 +77,38 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
     return out, notes, knobs
 
 
+class LocalSearch:
+    """Tune a target on this machine's GPU on a database miss (synthesize(tune="search")): a
+    budgeted top-k sweep whose every measurement lands in `db`. The workers start on first use;
+    close() ends them."""
+
+    def __init__(self, db: Any, *, configs: int = 24, seconds: float = 300.0) -> None:
+        self.db, self.configs, self.seconds = db, configs, seconds
+        self._tools: tuple[Any, Any] | None = None
+
+    def __call__(self, target: Target) -> Any:
+        from fact.tune.sweep import Budget, tune
+
+        if self._tools is None:
+            from fact.tune.runners.build import LocalBuilder
+            from fact.tune.runners.local import LocalRunner
+
+            self._tools = (LocalRunner(), LocalBuilder())
+        runner, builder = self._tools
+        return tune(target, runner=runner, builder=builder, db=self.db, strategy="topk",
+                    budget=Budget(configs=self.configs, seconds=self.seconds))
+
+    def close(self) -> None:
+        if self._tools is not None:
+            self._tools[0].close()
+            self._tools = None
+
+
+def default_db() -> Any:
+    """This GPU's tuning database at the default path (None without a GPU)."""
+    return _default_db()
+
+
 def _default_db() -> Any:
     try:
         import torch
@@ -92,4 +124,4 @@ def _default_db() -> Any:
         return None
 
 
-__all__ = ["target_of", "tuned_realizations"]
+__all__ = ["LocalSearch", "default_db", "target_of", "tuned_realizations"]
