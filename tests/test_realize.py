@@ -157,7 +157,11 @@ def test_fp32_exact_goes_to_3xtf32_and_large_k_to_streamk() -> None:
 @pytest.mark.parametrize("name", sorted(GOLDEN_SPECS))
 def test_golden_sources(name: str) -> None:
     rendered = render(GOLDEN_SPECS[name], exemplars=("golden_exemplar",))
+    # the host files are the same templates for every GEMM family: sm90_evt and sm80_bias_act keep them
+    kernel_only = name == "sm90_3xtf32_evt"
     for fname, text in rendered.sources.items():
+        if kernel_only and fname != rendered.kernel_file:
+            continue
         golden = GOLDEN / name / fname
         if os.environ.get("FACT_UPDATE_GOLDEN"):
             golden.parent.mkdir(parents=True, exist_ok=True)
