@@ -138,6 +138,7 @@ def test_registered_ops_pass_opcheck(mlp) -> None:
         spec = spec_for(item.match, "sm90")
         op = ops.register(spec, reference_kernel(item.match), device_types="cpu")
         torch.library.opcheck(op, ops.sample_args(spec, device="cpu"))
+        torch.library.opcheck(op, (*ops.sample_args(spec, device="cpu"), 2, 4, 3))  # tuned knobs: raster, swizzle, splits
 
 
 def test_the_composed_module_compiles_with_fullgraph_and_exports(mlp) -> None:
