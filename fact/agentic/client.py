@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fact.core.errors import FactError, MissingDependencyError
+from fact.core.errors import FactError
 from fact.discover.agent import Account as _Account
+from fact.discover.agent import load_litellm
 
 CACHE_VERSION = 1
 
@@ -52,16 +53,6 @@ class Account(_Account):
 def prompt_sha(model: str, messages: list[dict[str, str]]) -> str:
     blob = json.dumps({"v": CACHE_VERSION, "model": model, "messages": messages}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        import litellm
-    except ImportError:
-        raise MissingDependencyError("litellm", "agent", "LLM kernel synthesis") from None
-    litellm.telemetry = False
-    return litellm
 
 
 @dataclass(frozen=True)
@@ -105,7 +96,7 @@ class LLMClient:
                     return Reply(data["content"], sha, cached=True)
         if self.replay:
             raise SynthesisError(f"replay mode and no cached answer for prompt {sha[:16]} in {self.cache_dir}")
-        litellm = _litellm()
+        litellm = load_litellm("LLM kernel synthesis")
         retryable = tuple(getattr(litellm, n) for n in ("RateLimitError", "Timeout", "APIConnectionError",
                                                         "ServiceUnavailableError", "InternalServerError")
                           if hasattr(litellm, n))

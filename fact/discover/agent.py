@@ -71,12 +71,14 @@ def json_object(content: str) -> dict[str, Any] | str:
     return data
 
 
-def _litellm() -> Any:
+def load_litellm(purpose: str = "the LLM plan reviewer") -> Any:
+    """litellm, offline-configured (local cost map, no telemetry); `purpose` names the feature in
+    the error when it is not installed."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
         import litellm
     except ImportError:
-        raise MissingDependencyError("litellm", "agent", "the LLM plan reviewer") from None
+        raise MissingDependencyError("litellm", "agent", purpose) from None
     litellm.telemetry = False
     return litellm
 
@@ -147,7 +149,7 @@ class PlanAgent:
             return json.loads(cached.read_text())["answer"]
         if self.replay:
             raise AgentError(f"replay mode and no cached answer for prompt {key[:12]}")
-        litellm = _litellm()
+        litellm = load_litellm()
         retryable = _retryable(litellm)
         wait = self.backoff
         last = "no attempt"
