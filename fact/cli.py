@@ -284,6 +284,8 @@ def _module_and_inputs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         inputs = inputs_from_factory(fn)
     else:
         raise UsageError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
+    if getattr(module, "training", False):  # a fresh nn.Module trains; fact plans and composes inference
+        module.eval()
     return _in_input_dtype(module, inputs), inputs
 
 

@@ -1,7 +1,7 @@
 """GPU evidence for agentic realization: recorded LLM answers replayed, built, verified, composed, timed.
 
     python scripts/gpu_agentic.py --out $OUT/agentic                  # GPU machine, no network
-    python scripts/gpu_agentic.py --out $OUT/agentic --sweep          # + the answers' tunables swept
+    python scripts/gpu_agentic.py --out $OUT/agentic --sweep          # tunables swept first: the winner is composed
     python scripts/gpu_agentic.py --out /tmp/a --dry-run              # CPU: replay and render only
     python scripts/gpu_agentic.py --out /tmp/a --compile-only         # CPU: replay, render, nvcc sm90a
 
@@ -112,8 +112,7 @@ def prebuild(work: Path, recs: dict[str, Any]) -> None:
         list(pool.map(one, recs.values()))
 
 
-def gpu_row(name: str, module: nn.Module, inputs: list[torch.Tensor], rec: Any, cap: Any, task: Any, work: Path,
-            sweep_answer: str | None) -> dict[str, Any]:
+def gpu_row(name: str, module: nn.Module, inputs: list[torch.Tensor], rec: Any, work: Path) -> dict[str, Any]:
     """Promote the verified record, synthesize the module again from the learned pattern, time it."""
     import copy
 
@@ -148,18 +147,19 @@ def gpu_row(name: str, module: nn.Module, inputs: list[torch.Tensor], rec: Any, 
         row["fact_ms"] = time_ms(lambda: synthesis.module(*x))
     row["dispatch"] = {k: {"kernel_calls": d.kernel_calls, "fallbacks": d.fallbacks}
                        for k, d in synthesis.dispatches().items()}
-    if sweep_answer is not None:
-        row["sweep"] = sweep_row(sweep_answer, rec, cap, task, inputs, work)
     return row
 
 
-def sweep_row(answer_text: str, rec: Any, cap: Any, task: Any, inputs: list[torch.Tensor], work: Path) -> dict[str, Any]:
-    """The answer's tunables swept: every allowed render built, checked and timed in a worker."""
+def sweep_and_adopt(answer_text: str, rec: Any, cap: Any, task: Any, inputs: list[torch.Tensor], work: Path,
+                    verifier: Any) -> tuple[Any, dict[str, Any]]:
+    """The answer's tunables swept (every allowed render built, checked and timed in a worker); the
+    fastest verified render, verified again in full, replaces the answer's own in the record."""
     from fact.agentic.answer import Answer
     from fact.agentic.sweep import (
         BENCH,
         CasesRunner,
         SourcesBuilder,
+        adopt,
         sweep_summary,
         sweep_tunables,
         tunable_space,
@@ -177,7 +177,9 @@ def sweep_row(answer_text: str, rec: Any, cap: Any, task: Any, inputs: list[torc
         result = sweep_tunables(task, space, runner=runner, builder=SourcesBuilder(sources))
     finally:
         runner.close()
-    return sweep_summary(result)
+    adopted = adopt(rec, task, result, sources, workdir=work / "tuned", verifier=verifier)
+    return adopted, {**sweep_summary(result), "answer_kernel": rec.kernel, "adopted": adopted.kernel,
+                     "notes": adopted.notes[len(rec.notes):]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="CPU: replay and render, no compiler, no GPU")
     mode.add_argument("--compile-only", action="store_true", help="CPU: replay, render and compile with nvcc (sm90a)")
-    ap.add_argument("--sweep", action="store_true", help="GPU: also sweep each answer's named tunables")
+    ap.add_argument("--sweep", action="store_true",
+                    help="GPU: sweep each answer's named tunables first; the fastest verified render is promoted, "
+                         "composed and timed")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             row["status"], row["reason"] = rec.status, rec.reason
             row["verification"] = rec.verification
             if gpu and rec.status == "verified":
-                row.update(gpu_row(name, module, inputs, rec, cap, task, work / name, answer if args.sweep else None))
+                if args.sweep:  # the sweep's winner is what gets promoted, composed and timed
+                    rec, row["sweep"] = sweep_and_adopt(answer, rec, cap, task, inputs, work / name, verifier)
+                    row["kernel"], row["tunables"] = rec.kernel, rec.tunables
+                row.update(gpu_row(name, module, inputs, rec, work / name))
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {exc}"
             row["traceback"] = traceback.format_exc()[-3000:]

@@ -141,7 +141,8 @@ def test_a_changed_promoted_entry_is_refused(promoted, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     shutil.copytree(promoted["corpus"], corpus)
     cu = next((corpus / "sm90").glob("*.cu"))
-    cu.write_text(cu.read_text().replace("expm1f(x)", "x"))  # a one-word edit after promotion
+    assert "__expf(x) - 1.f" in cu.read_text()
+    cu.write_text(cu.read_text().replace("__expf(x) - 1.f", "x"))  # a one-word edit after promotion
     why = find_promoted(promoted["done"].id, roots=[corpus])
     assert isinstance(why, str) and "changed since promotion" in why
     assert "in no corpus" in find_promoted("no_such_entry", roots=[corpus])

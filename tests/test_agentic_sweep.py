@@ -9,7 +9,16 @@ import torch
 
 from fact.agentic import find_tasks, parse
 from fact.agentic.skeleton import render
-from fact.agentic.sweep import CasesRunner, sweep_summary, sweep_tunables, tunable_space, variants, winner
+from fact.agentic.loop import SynthesisRecord, VerifyOutcome
+from fact.agentic.sweep import (
+    CasesRunner,
+    adopt,
+    sweep_summary,
+    sweep_tunables,
+    tunable_space,
+    variants,
+    winner,
+)
 from fact.capture import capture
 from fact.tune.measurement import Measurement, Status
 from fact.tune.request import DEFAULT_KNOBS
@@ -116,3 +125,59 @@ def test_cases_runner_adds_the_reference_cases_to_every_request(task) -> None:
     result = sweep_tunables(task, space, runner=runner, builder=NullBuilder())
     assert result.best is not None and seen
     assert all(r.extra == {"cases": "/x/cases.pt", "tolerance": 0.02} for r in seen if not r.baseline)
+
+
+def _record(space, sources) -> SynthesisRecord:
+    """A verified synthesis of the answer's own render (its verification MADE UP: no GPU here)."""
+    own = sources[space.kernels[0].key]
+    tunables = {k: {"value": t.value, "candidates": list(t.candidates)} for k, t in _answer().tunables.items()}
+    return SynthesisRecord(task_id="t", task_key="k", model="m", status="verified", kernel=own.name,
+                           sources_sha256=own.sha256, source_dir="/nowhere", tunables=tunables,
+                           verification={"ok": True, "worst": "seed 0: 1e-3", "gpu": "recorded"})
+
+
+def _sweep(task, times):
+    space, sources = tunable_space(task, _answer(), model="m", prompt_sha="p" * 64)
+    result = sweep_tunables(task, space, runner=ReplayRunner(_recorded(space, times)), builder=NullBuilder())
+    return space, sources, result
+
+
+def test_the_swept_winner_replaces_the_answers_render_once_it_verifies_in_full(task, tmp_path, monkeypatch) -> None:
+    import fact.agentic.sweep as sweep
+
+    monkeypatch.setattr(sweep, "compile_sources", lambda src, folder, toolchain=None: (True, "", 0.5))
+    space, sources, result = _sweep(task, {3: (Status.OK, 0.5)})
+    record = _record(space, sources)
+    checked = []
+
+    def verifier(task, src, folder):
+        checked.append(src.name)
+        return VerifyOutcome(True, "seed 4: 2e-3", {"gpu": "recorded", "cases": 5})
+
+    tuned = adopt(record, task, result, sources, workdir=tmp_path, verifier=verifier)
+    spec3 = space.kernels[3]
+    assert checked == [spec3.name]  # the winner is verified again, by the synthesis's own verifier
+    assert tuned.kernel == spec3.name and tuned.sources_sha256 == sources[spec3.key].sha256
+    assert tuned.tunables["tile"]["value"] == "x".join(map(str, spec3.tiles.tile))
+    assert tuned.tunables["tile"]["candidates"] == record.tunables["tile"]["candidates"]
+    assert tuned.verification == {"ok": True, "worst": "seed 4: 2e-3", "gpu": "recorded", "cases": 5}
+    assert tuned.steps[-1]["stage"] == "tune" and tuned.steps[-1]["median_ms"] == 0.5
+    assert record.kernel in tuned.notes[-1] and record.kernel == space.kernels[0].name  # the input is untouched
+
+
+def test_the_answers_render_stays_when_the_winner_fails_or_is_its_own(task, tmp_path, monkeypatch) -> None:
+    import fact.agentic.sweep as sweep
+
+    monkeypatch.setattr(sweep, "compile_sources", lambda src, folder, toolchain=None: (True, "", 0.5))
+    space, sources, result = _sweep(task, {3: (Status.OK, 0.5)})
+    record = _record(space, sources)
+    failed = adopt(record, task, result, sources, workdir=tmp_path,
+                   verifier=lambda *a: VerifyOutcome(False, "seed 2: max rel error 0.5"))
+    assert failed.kernel == record.kernel and failed.verification == record.verification
+    assert "failed its full check (seed 2: max rel error 0.5)" in failed.notes[-1]
+    space, sources, own_wins = _sweep(task, {0: (Status.OK, 0.1)})
+    kept = adopt(record, task, own_wins, sources, workdir=tmp_path, verifier=lambda *a: pytest.fail("no check"))
+    assert kept.kernel == record.kernel and "own values won" in kept.notes[-1]
+    space, sources, none_ok = _sweep(task, {i: (Status.WRONG, 0.1) for i in range(6)})
+    assert "no render verified" in adopt(record, task, none_ok, sources, workdir=tmp_path,
+                                         verifier=lambda *a: pytest.fail("no check")).notes[-1]

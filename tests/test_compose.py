@@ -177,7 +177,8 @@ def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
     report = synthesis.report
     assert not report.verified and "nothing was verified or timed" in report.to_markdown()
     assert [i.status for i in report.items] == ["planned"]
-    assert report.items[0].kernel.startswith("sm80_gemm_3xtf32")  # exact fp32 on sm90: the 3xTF32 family
+    assert report.items[0].kernel.startswith("sm90_gemm_3xtf32")  # exact fp32 on sm90: 3xTF32 on wgmma
+    assert report.items[0].exemplars[0] == "sm90_gemm_3xtf32_promoted"  # grounded on its own family
     data = report.to_json()
     assert data["precision"] == "exact" and len(data["items"]) == 1 and data["end_to_end"] == {}
 
@@ -211,11 +212,23 @@ def test_fact_synthesize_command_writes_its_report(tmp_path, capsys) -> None:
     rc = main(["synthesize", f"{example}:Block", "--input", "2,64,768:bfloat16", "--arch", "sm90",
                "--no-compile-check", "--save", str(tmp_path)])
     assert rc == 0
-    out = capsys.readouterr().out
+    printed = capsys.readouterr()
+    out = printed.out
     assert "nothing verified or timed here" in out and "attention:softmax" in out
     report = (tmp_path / "report.json").read_text()
     assert '"verified": false' in report and "sm80_fmha_bf16" in report
     assert "| gemm_epilogue:c_fc | planned |" in (tmp_path / "report.md").read_text()
+    # the command constructs the module itself, in eval mode: the kernels it composes run
+    assert "training mode" not in report
+
+
+def test_synthesize_says_when_a_training_module_would_never_run_its_kernels() -> None:
+    from fact.compose.synthesize import TRAINING_NOTE
+
+    trained = fact.synthesize(nn.Sequential(nn.Linear(64, 128), nn.GELU()), torch.empty(32, 64), arch="sm90")
+    assert TRAINING_NOTE in trained.report.notes and "module.eval()" in trained.report.to_markdown()
+    inferred = fact.synthesize(nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval(), torch.empty(32, 64), arch="sm90")
+    assert TRAINING_NOTE not in inferred.report.notes
 
 
 @pytest.mark.nvcc

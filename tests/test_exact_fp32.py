@@ -135,24 +135,25 @@ def _match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int 
                  epilogue=chain, epilogue_args=tuple((None, None) for _ in chain))
 
 
-def test_chosen_only_when_opted_in() -> None:
-    default = spec_for(_match(), "sm90")
-    assert default.family == "sm80_gemm" and default.math == "3xtf32"  # unchanged until measured on a GPU
-    chosen = spec_for(_match(chain=("bias", "relu")), "sm90", opt_in=("sm90_gemm_3xtf32",))
+def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
+    chosen = spec_for(_match(chain=("bias", "relu")), "sm90")
     assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 128
     assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
-    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90", opt_in=("sm90_gemm_3xtf32",))
+    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
     assert large_k.mode is Mode.STREAMK and large_k.tiles.scheduler is Scheduler.STREAMK
-    batched = spec_for(_match(batch=8), "sm90", opt_in=("sm90_gemm_3xtf32",))
+    batched = spec_for(_match(batch=8), "sm90")
     assert batched.mode is Mode.BATCHED
-    # where it cannot serve, the default serves, and asking for it directly says why
+    assert spec_for(_match(), "sm80").family == "sm80_gemm"  # wgmma is sm90's
+    left_out = spec_for(_match(), "sm90", exclude=("sm90_gemm_3xtf32",))
+    assert left_out.family == "sm80_gemm" and left_out.math == "3xtf32"
+    # where it cannot serve, the sm80 exact path serves, and asking for it directly says why
     for bad, reason in ((_match(layouts=(COL, COL)), "K-major"), (_match(k=1022), "multiples of 4"),
                         (_match(n=382), "multiples of 4")):
-        assert spec_for(bad, "sm90", opt_in=("sm90_gemm_3xtf32",)).family == "sm80_gemm"
+        assert spec_for(bad, "sm90").family == "sm80_gemm"
         with pytest.raises(SpecError, match=reason):
             sm90_3xtf32_spec(bad)
-    with pytest.raises(SpecError, match="unknown opt-in"):
-        spec_for(_match(), "sm90", opt_in=("sm90_gemm_4xtf32",))
+    with pytest.raises(SpecError, match="unknown families"):
+        spec_for(_match(), "sm90", exclude=("sm90_gemm_4xtf32",))
     assert [promotion_for(k) for k in (128, 1024, 4096, 524288)] == [32, 64, 128, 128]
 
 

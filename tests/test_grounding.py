@@ -253,8 +253,9 @@ def test_cells_of_an_example_and_of_a_spec_agree(meta) -> None:
     upstream = [m for m in meta.values() if m["source"] == "cutlass-examples"]
     assert upstream and all(cells_of_entry(m) == [] for m in upstream)  # no declared math path, not vetted
     spec = spec_for(_gemm("gemm_epilogue", DType.F32, Precision.EXACT, ("bias", "leaky_relu", "clamp")), "sm90")
-    assert cells_of_spec(spec) == [Cell("sm80", "gemm", "exact"), Cell("sm80", "gemm_epilogue", ANY, "leaky_relu"),
-                                   Cell("sm80", "gemm_epilogue", ANY, "clamp")]
+    assert cells_of_spec(spec) == [Cell("sm90", "gemm", "exact"), Cell("sm90", "gemm_epilogue", ANY, "leaky_relu"),
+                                   Cell("sm90", "gemm_epilogue", ANY, "clamp")]  # exact fp32 on wgmma
+    assert cells_of_entry(meta["sm90_gemm_3xtf32_promoted"]) == [Cell("sm90", "gemm", "exact")]
 
 
 def test_coverage_reports_gaps_and_unbuilt_cells() -> None:
@@ -275,7 +276,7 @@ def test_every_buildable_combination_has_a_vetted_example(meta) -> None:
     # what realize builds, as the coverage sees it: both archs, every activation, every precision
     assert {c.activation for c in cells if c.family == "gemm_epilogue"} >= {"silu", "sigmoid", "mish", "none"}
     assert {c.precision for c in cells if c.arch == "sm80" and c.family == "gemm"} == {"bf16", "fp16", "tf32", "exact"}
-    assert Cell("sm90", "gemm", "exact") not in cells  # exact fp32 runs the sm80 family
+    assert {Cell("sm90", f, "exact") for f in ("gemm", "bmm", "streamk_gemm")} <= cells  # the wgmma 3xTF32 family
     cov = coverage(list(meta), list(meta.values()), cells)
     assert cov.gaps == [], "buildable without a vetted example: " + ", ".join(map(str, cov.gaps))
 

@@ -10,6 +10,7 @@ rejection with its reason, never a render.
     result = sweep_tunables(task, space, runner=CasesRunner(LocalRunner(target=BENCH), cases),
                             builder=SourcesBuilder(sources))
     best = winner(result, sources)      # (the winning render's tunables, its Sources), or None
+    record = adopt(record, task, result, sources, workdir=Path("build"), verifier=verifier)  # re-verified
 
 On the CPU the same sweep replays recorded measurements (fact.tune.runners.replay.ReplayRunner).
 Nothing is written to the tuning database: its keys name an epilogue by fact's vocabulary, which
@@ -24,10 +25,12 @@ import itertools
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fact.agentic.answer import COMPATIBLE_SCHEDULES, Answer, Tunable
 from fact.agentic.contract import Context, tunables
+from fact.agentic.loop import SynthesisRecord, Verifier, compile_sources
 from fact.agentic.skeleton import Sources, render
 from fact.agentic.spec import SCHEDULES, SynthesizedSpec, synthesized_spec
 from fact.agentic.task import SynthesisTask
@@ -110,6 +113,41 @@ def winner(result: SweepResult, sources: dict[str, Sources]) -> tuple[dict[str, 
     return chosen, sources[spec.key]
 
 
+def adopt(record: SynthesisRecord, task: SynthesisTask, result: SweepResult, sources: dict[str, Sources], *,
+          workdir: Path, verifier: Verifier, toolchain: Any = None) -> SynthesisRecord:
+    """The record of the sweep's fastest verified render, once it passed the record's own verification.
+
+    The sweep checks each render on a few reference cases; the render that replaces the answer's own
+    is built and verified again by the synthesis's verifier (every seed and shape), so a promoted or
+    composed kernel always carries the full evidence. The record comes back unchanged (with a note)
+    when nothing in the sweep verified, the answer's own render won, or the winner fails that check.
+    """
+    best = winner(result, sources)
+    if best is None:
+        return dataclasses.replace(record, notes=[*record.notes, "tunables swept: no render verified; the answer's "
+                                                  "own values stay"])
+    chosen, src = best
+    if src.sha256 == record.sources_sha256:
+        return dataclasses.replace(record, notes=[*record.notes, "tunables swept: the answer's own values won"])
+    folder = Path(workdir) / src.sha256[:16]
+    ok, log, seconds = compile_sources(src, folder, toolchain=toolchain)
+    outcome = verifier(task, src, folder) if ok else None
+    step: dict[str, Any] = {"stage": "tune", "winner": src.name, "tunables": chosen, "compiled": ok,
+                            "seconds": round(seconds, 1), "verified": bool(outcome and outcome.ok),
+                            "median_ms": result.best[1].median_ms if result.best else None}
+    if outcome is None or not outcome.ok:
+        why = outcome.worst if outcome is not None else log.strip().splitlines()[-1:] or ["nvcc failed"]
+        return dataclasses.replace(record, steps=[*record.steps, step], notes=[
+            *record.notes, f"tunables swept: the winner {src.name} failed its full check ({why}); the answer's own "
+                           "values stay"])
+    tunables = {k: {**t, "value": chosen.get(k, t["value"])} for k, t in record.tunables.items()}
+    return dataclasses.replace(
+        record, kernel=src.name, sources_sha256=src.sha256, source_dir=str(folder), tunables=tunables,
+        verification={"ok": True, "worst": outcome.worst, **outcome.details}, steps=[*record.steps, step],
+        notes=[*record.notes, f"tunables swept: {src.name} ({', '.join(f'{k} {v}' for k, v in chosen.items())}) "
+                              f"replaces the answer's render {record.kernel}"])
+
+
 def sweep_summary(result: SweepResult) -> dict[str, Any]:
     """The sweep as JSON for a synthesis record: every render's time or failure, and the winner."""
     rows = [{"kernel": s.name, "status": m.status.value, "median_ms": m.median_ms if m.ok else None,
@@ -161,5 +199,5 @@ class SourcesBuilder:
             return dict(zip([s.key for s in specs], pool.map(self.build_one, specs), strict=True))
 
 
-__all__ = ["BENCH", "SWEPT", "CasesRunner", "SourcesBuilder", "sweep_summary", "sweep_tunables", "target_of",
-           "tunable_space", "variants", "winner"]
+__all__ = ["BENCH", "SWEPT", "CasesRunner", "SourcesBuilder", "adopt", "sweep_summary", "sweep_tunables",
+           "target_of", "tunable_space", "variants", "winner"]

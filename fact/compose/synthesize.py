@@ -28,6 +28,9 @@ from fact.compose.report import ItemReport, Report
 
 log = logging.getLogger(__name__)
 Stage = Callable[[str], None]
+TRAINING_NOTE = ("the module is in training mode: its kernels run only in eval mode (they have no backward, "
+                 "and dropout inside a match would differ), so every call now runs the original ops and the "
+                 "timings below compare the original with itself; call module.eval() before synthesize")
 
 
 @dataclass
@@ -115,6 +118,8 @@ def synthesize(
                                        registry=registry)
     gpu = torch.cuda.is_available()
     report = _report(plan, gpu)
+    if getattr(module, "training", False):
+        report.notes.append(TRAINING_NOTE)
     stage("realize: kernel specs and sources")
     templated = [i for i in plan.items if i.match.realization != "llm"]
     real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)))}

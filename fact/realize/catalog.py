@@ -94,8 +94,8 @@ def attention() -> list[FmhaSpec]:
 
 
 def exact_sm90() -> list[GemmSpec]:
-    """The sm90 3xTF32 family (opt-in, not yet run on a GPU): kept out of representative() so that
-    CI compiles it once (tests/test_exact_fp32.py), not with every family."""
+    """The sm90 3xTF32 family (exact fp32 on wgmma): kept out of representative() so that CI compiles
+    it once (tests/test_exact_fp32.py), not with every family."""
     s = Step
     return [
         GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.GEMM, Sm90SplitTiles()),

@@ -65,7 +65,7 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
                          f"{r.spec.name}")
             continue
         spec, m = best
-        if spec.family != r.spec.family:  # e.g. an opt-in family tuned on purpose: not a default's stand-in
+        if spec.family != r.spec.family:  # a family tuned on purpose is no stand-in for another
             notes.append(f"{item.match.id}: the database's winner {spec.name} is of another family; default "
                          f"{r.spec.name}")
             continue
