@@ -164,6 +164,8 @@ def test_rendered_source_carries_the_design() -> None:
     assert "cvt.rna.tf32.f32" in text and "using TmaWord = uint32_t;" in text
     assert "Sm90RowBroadcast" in text and "Sm90SrcFetch" in text and "FactAct2" in text  # EVT epilogue
     assert "using ElementC = float;" in text
+    # an infinite big.big sum is the answer (SGEMM's), never inf + the residual's inf x 0 = NaN
+    assert "accum(i) = isinf(promoted) ? promoted : promoted + small(i);" in text
     plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
     assert "using ElementC = void;" in plain and "{{ " not in plain and "{%" not in plain
 
