@@ -387,12 +387,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     options = Options(quick=args.quick, compile=not args.no_compile, compile_mode=args.compile_mode,
                       export=args.export, reps=args.reps, budget_s=args.budget, jobs=args.jobs,
-                      seeds=tuple(range(args.seeds)))
+                      seeds=tuple(range(args.seeds)), tune="search" if args.tune_missing else args.tune)
     flags = [("--only", args.only), ("--precision", args.precision), ("--out", args.out),
              ("--budget", args.budget), ("--reps", args.reps), ("--seeds", args.seeds), ("--jobs", args.jobs),
              ("--compile-mode", args.compile_mode)]
     switches = [name for name, on in (("--quick", args.quick), ("--export", args.export),
-                                      ("--no-compile", args.no_compile)) if on]
+                                      ("--no-compile", args.no_compile), ("--tune", args.tune),
+                                      ("--tune-missing", args.tune_missing)) if on]
     command = " ".join(["fact bench", *(f"{k} '{v}'" for k, v in flags if v is not None), *switches])
     result = run(selection, args.out, options, command=command)
     wrong = wrong_outputs(result)
@@ -508,6 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--budget", type=float, metavar="SECONDS",
                    help="stop preparing rows when this much time is spent (the rest are listed as not run)")
     b.add_argument("--jobs", type=_positive_int, help="parallel kernel builds (default: the CPU count)")
+    b.add_argument("--tune", action="store_true",
+                   help="fact uses the tuning database's verified winners for this GPU where it has them "
+                        "(as fact synthesize --tune)")
+    b.add_argument("--tune-missing", action="store_true",
+                   help="also tune, on this GPU, each GEMM the database lacks (as fact synthesize --tune-missing)")
     b.set_defaults(func=cmd_bench)
 
     from fact.tune.cli import add_parser as add_tune_parser

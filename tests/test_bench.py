@@ -205,3 +205,39 @@ def test_a_failing_compile_keeps_the_row(tmp_path: Path, monkeypatch: pytest.Mon
 def test_cli_bench_without_a_gpu_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["bench", "--only", "^linear_relu$", "--out", str(tmp_path)]) == 1
     assert "CUDA GPU" in capsys.readouterr().err
+
+
+def test_tune_reaches_synthesize_and_the_results_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    synth = importlib.import_module("fact.compose.synthesize")  # the module, not the function of that name
+    seen = []
+    real = synth.synthesize
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("tune"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(synth, "synthesize", spy)
+    options = Options(quick=True, device="cpu", compile=False, prebuild=False, seeds=(0,), reps=3, warmup=1,
+                      timer=lambda fn, sets, warmup, reps: [1.0], say=lambda line: None, tune="search")
+    result = run(select("^linear_relu$", "bf16"), tmp_path, options, command="test")
+    assert seen == ["search"] and result["settings"]["tune"] == "search"
+
+
+def test_cli_bench_passes_tune(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import fact.bench.run as bench_run
+    from fact.cli import main
+
+    got = {}
+
+    def fake_run(selection, out, options, command=""):
+        got.update(tune=options.tune, command=command)
+        return {"rows": []}
+
+    monkeypatch.setattr(bench_run, "run", fake_run)
+    assert main(["bench", "--only", "^linear_relu$", "--precision", "bf16", "--out", str(tmp_path), "--tune"]) == 0
+    assert got["tune"] is True and "--tune" in got["command"]
+    assert main(["bench", "--only", "^linear_relu$", "--precision", "bf16", "--out", str(tmp_path),
+                 "--tune-missing"]) == 0
+    assert got["tune"] == "search" and "--tune-missing" in got["command"]

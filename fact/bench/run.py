@@ -107,6 +107,7 @@ class Options:
     budget_s: float | None = None
     jobs: int | None = None
     prebuild: bool = True
+    tune: bool | str = False  # fact.synthesize's tune: the database's winners (True), or tune the misses ("search")
     timer: Callable[..., list[float]] | None = None
     say: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
@@ -146,7 +147,7 @@ def header(command: str, options: Options) -> dict[str, Any]:
             "settings": {"quick": options.quick, "compile_mode": options.compile_mode if options.compile else None,
                          "warmup": options.warmup, "reps": options.reps, "input_sets": INPUT_SETS,
                          "seeds": list(options.seeds), "eager_ratio": EAGER_RATIO, "budget_s": options.budget_s,
-                         "export": options.export},
+                         "export": options.export, "tune": options.tune},
             "python": sys.version.split()[0]}
 
 
@@ -303,8 +304,8 @@ def _prepare(row: Row, case: Case, options: Options) -> _Prepared | None:
             composed, dispatches = module, {}
             try:
                 synthesis = synthesize(module, example, precision=synthesize_precision(row.precision),
-                                            benchmark=False, seeds=options.seeds, kb=_knowledge(),
-                                            on_stage=lambda line: options.say(f"[{row.module} {row.precision}] {line}"))
+                                       benchmark=False, seeds=options.seeds, kb=_knowledge(), tune=options.tune,
+                                       on_stage=lambda line: options.say(f"[{row.module} {row.precision}] {line}"))
                 composed, dispatches = synthesis.module, synthesis.dispatches()
                 _read_report(row, synthesis.report)
             except Exception as exc:  # fact could not serve it: the original ops are what fact runs
