@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.sweep:  # the sweep's winner is what gets promoted, composed and timed
                     rec, row["sweep"] = sweep_and_adopt(answer, rec, cap, task, inputs, work / name, verifier)
                     row["kernel"], row["tunables"] = rec.kernel, rec.tunables
+                    row["verification"] = rec.verification  # the adopted kernel's own
                 row.update(gpu_row(name, module, inputs, rec, work / name))
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {exc}"

@@ -127,13 +127,14 @@ def test_cases_runner_adds_the_reference_cases_to_every_request(task) -> None:
     assert all(r.extra == {"cases": "/x/cases.pt", "tolerance": 0.02} for r in seen if not r.baseline)
 
 
-def _record(space, sources) -> SynthesisRecord:
+def _record(space, sources, task=None) -> SynthesisRecord:
     """A verified synthesis of the answer's own render (its verification MADE UP: no GPU here)."""
     own = sources[space.kernels[0].key]
     tunables = {k: {"value": t.value, "candidates": list(t.candidates)} for k, t in _answer().tunables.items()}
     return SynthesisRecord(task_id="t", task_key="k", model="m", status="verified", kernel=own.name,
                            sources_sha256=own.sha256, source_dir="/nowhere", tunables=tunables,
-                           verification={"ok": True, "worst": "seed 0: 1e-3", "gpu": "recorded"})
+                           verification={"ok": True, "worst": "seed 0: 1e-3", "gpu": "recorded"},
+                           match=task.to_match().to_dict() if task else {}, meaning=task.meaning if task else "")
 
 
 def _sweep(task, times):
@@ -142,17 +143,24 @@ def _sweep(task, times):
     return space, sources, result
 
 
+def _compiled(src, folder, toolchain=None):
+    """compile_sources without nvcc: the sources written where the real one writes them, no object."""
+    src.write(folder)
+    return True, "", 0.5
+
+
 def test_the_swept_winner_replaces_the_answers_render_once_it_verifies_in_full(task, tmp_path, monkeypatch) -> None:
     import fact.agentic.sweep as sweep
+    from fact.agentic.promote import promote
 
-    monkeypatch.setattr(sweep, "compile_sources", lambda src, folder, toolchain=None: (True, "", 0.5))
+    monkeypatch.setattr(sweep, "compile_sources", _compiled)
     space, sources, result = _sweep(task, {3: (Status.OK, 0.5)})
-    record = _record(space, sources)
+    record = _record(space, sources, task)
     checked = []
 
     def verifier(task, src, folder):
         checked.append(src.name)
-        return VerifyOutcome(True, "seed 4: 2e-3", {"gpu": "recorded", "cases": 5})
+        return VerifyOutcome(True, "seed 4: 2e-3", {"gpu": "recorded", "date": "2026-11-22", "cases": 5})
 
     tuned = adopt(record, task, result, sources, workdir=tmp_path, verifier=verifier)
     spec3 = space.kernels[3]
@@ -160,7 +168,13 @@ def test_the_swept_winner_replaces_the_answers_render_once_it_verifies_in_full(t
     assert tuned.kernel == spec3.name and tuned.sources_sha256 == sources[spec3.key].sha256
     assert tuned.tunables["tile"]["value"] == "x".join(map(str, spec3.tiles.tile))
     assert tuned.tunables["tile"]["candidates"] == record.tunables["tile"]["candidates"]
-    assert tuned.verification == {"ok": True, "worst": "seed 4: 2e-3", "gpu": "recorded", "cases": 5}
+    assert tuned.verification == {"ok": True, "worst": "seed 4: 2e-3", "gpu": "recorded", "date": "2026-11-22",
+                                  "cases": 5}
+    assert Path(tuned.source_dir, f"{tuned.kernel}.cu").is_file() and Path(tuned.source_dir).parent == tmp_path
+    loaded = SynthesisRecord.load(tuned.save(tmp_path / "record.json"))
+    assert json.dumps(loaded.to_json(), sort_keys=True) == json.dumps(tuned.to_json(), sort_keys=True)
+    done = promote(tuned, tmp_path / "corpus", registry=object(), dry_run=True)  # what promotion would write
+    assert done.id.endswith("_llm") and tuned.kernel in Path(tuned.source_dir, f"{tuned.kernel}.cu").read_text()
     assert tuned.steps[-1]["stage"] == "tune" and tuned.steps[-1]["median_ms"] == 0.5
     assert record.kernel in tuned.notes[-1] and record.kernel == space.kernels[0].name  # the input is untouched
 
@@ -168,9 +182,13 @@ def test_the_swept_winner_replaces_the_answers_render_once_it_verifies_in_full(t
 def test_the_answers_render_stays_when_the_winner_fails_or_is_its_own(task, tmp_path, monkeypatch) -> None:
     import fact.agentic.sweep as sweep
 
-    monkeypatch.setattr(sweep, "compile_sources", lambda src, folder, toolchain=None: (True, "", 0.5))
+    monkeypatch.setattr(sweep, "compile_sources", _compiled)
     space, sources, result = _sweep(task, {3: (Status.OK, 0.5)})
     record = _record(space, sources)
+    monkeypatch.setattr(sweep, "compile_sources", lambda src, folder, toolchain=None: (False, "x.cu(1): error: no\n", 1))
+    broken = adopt(record, task, result, sources, workdir=tmp_path, verifier=lambda *a: pytest.fail("not built"))
+    assert broken.kernel == record.kernel and "failed its full check (x.cu(1): error: no)" in broken.notes[-1]
+    monkeypatch.setattr(sweep, "compile_sources", _compiled)
     failed = adopt(record, task, result, sources, workdir=tmp_path,
                    verifier=lambda *a: VerifyOutcome(False, "seed 2: max rel error 0.5"))
     assert failed.kernel == record.kernel and failed.verification == record.verification

@@ -376,3 +376,21 @@ def test_realigned_operands_keep_their_strides_and_values(view) -> None:
     a = ops._aligned(t)
     assert a.data_ptr() % 16 == 0 and a.stride() == t.stride() and a.shape == t.shape
     torch.testing.assert_close(a, t, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
+def test_the_backend_composes_in_the_mode_the_graph_computes_in() -> None:
+    """Dynamo hands the backend a GraphModule in training mode even for an eval module; the graph's
+    own dropout flags decide, so an eval module's kernels run and a training one's never do."""
+    from fact.compose.backend import REPORTS, fact_backend
+    from fact.compose.synthesize import TRAINING_NOTE
+
+    x = torch.randn(32, 64)
+    for train in (False, True):
+        torch._dynamo.reset()
+        module = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.1), nn.GELU()).train(train)
+        before = len(REPORTS)
+        with torch.no_grad():
+            torch.compile(module, backend=fact_backend)(x)
+        [report] = REPORTS[before:]
+        assert (TRAINING_NOTE in report.notes) is train

@@ -88,7 +88,7 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
 
     match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
     default = spec_for(match, Arch.SM90)
-    other = copy(default, dtype=DType.F32, precision=Precision.EXACT, tiles=Sm90SplitTiles())  # an opt-in family
+    other = copy(default, dtype=DType.F32, precision=Precision.EXACT, tiles=Sm90SplitTiles())  # another family
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
     t = target(match.problem.m, match.problem.n, match.problem.k)
     db.record(t, other, Measurement(other.key, other.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem,
@@ -96,6 +96,21 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
     items = [SimpleNamespace(match=match)]
     same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, db=db)
     assert same[match.id].spec == default and not knobs and "another family" in notes[0]
+
+
+def test_a_family_without_tuning_candidates_keeps_its_default_without_a_search(tmp_path: Path) -> None:
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), True, ())
+    default = spec_for(match, Arch.SM90)
+    assert default.family == "sm90_gemm_3xtf32"
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+
+    def search(tgt):
+        pytest.fail("a search of this target could only find kernels of another family")
+
+    items = [SimpleNamespace(match=match)]
+    same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, mode="search",
+                                            db=db, search=search)
+    assert same[match.id].spec == default and not knobs and "no tuning candidates yet" in notes[0]
 
 
 def test_a_miss_is_tuned_when_asked(tmp_path: Path) -> None:

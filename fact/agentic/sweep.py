@@ -35,6 +35,7 @@ from fact.agentic.skeleton import Sources, render
 from fact.agentic.spec import SCHEDULES, SynthesizedSpec, synthesized_spec
 from fact.agentic.task import SynthesisTask
 from fact.core.enums import Arch
+from fact.core.errors import ToolchainError
 from fact.realize.spec import GemmSpec, Step
 from fact.tune.candidates import Rejection, Space, Target
 from fact.tune.measurement import Measurement, Status, failure
@@ -130,13 +131,17 @@ def adopt(record: SynthesisRecord, task: SynthesisTask, result: SweepResult, sou
     if src.sha256 == record.sources_sha256:
         return dataclasses.replace(record, notes=[*record.notes, "tunables swept: the answer's own values won"])
     folder = Path(workdir) / src.sha256[:16]
-    ok, log, seconds = compile_sources(src, folder, toolchain=toolchain)
+    try:
+        ok, log, seconds = compile_sources(src, folder, toolchain=toolchain)
+    except ToolchainError as exc:
+        return dataclasses.replace(record, notes=[*record.notes, f"tunables swept: the winner {src.name} could not "
+                                                  f"be compiled here ({exc}); the answer's own values stay"])
     outcome = verifier(task, src, folder) if ok else None
     step: dict[str, Any] = {"stage": "tune", "winner": src.name, "tunables": chosen, "compiled": ok,
                             "seconds": round(seconds, 1), "verified": bool(outcome and outcome.ok),
                             "median_ms": result.best[1].median_ms if result.best else None}
     if outcome is None or not outcome.ok:
-        why = outcome.worst if outcome is not None else log.strip().splitlines()[-1:] or ["nvcc failed"]
+        why = outcome.worst if outcome is not None else (log.strip().splitlines() or ["nvcc failed"])[-1]
         return dataclasses.replace(record, steps=[*record.steps, step], notes=[
             *record.notes, f"tunables swept: the winner {src.name} failed its full check ({why}); the answer's own "
                            "values stay"])

@@ -28,6 +28,8 @@ def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
     from fact.compose.synthesize import synthesize
     from fact.core.errors import FactError
 
+    if not _computes_in_training_mode(gm):
+        gm.eval()  # Dynamo hands over a module in training mode whatever the user's mode: the ops say which
     try:
         synthesis = synthesize(gm, list(example_inputs), benchmark=False, **options)
     except FactError as exc:  # a graph fact cannot read runs as Dynamo captured it
@@ -38,3 +40,25 @@ def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
         return gm.forward
     REPORTS.append(synthesis.report)
     return synthesis.module.forward
+
+
+def _computes_in_training_mode(gm: Any) -> bool:
+    """Whether a Dynamo graph computes as in training: Dynamo writes the module's mode into each op
+    that depends on it (dropout, batch norm) as its `training` argument."""
+    import torch
+    import torch.nn.functional as F
+
+    # (position of the `training` argument, its default)
+    dropouts = (F.dropout, F.alpha_dropout, F.feature_alpha_dropout, F.dropout1d, F.dropout2d, F.dropout3d)
+    flags: dict[Any, tuple[int, bool]] = {**{f: (2, True) for f in dropouts}, torch.dropout: (2, True),
+                                          F.batch_norm: (5, False), F.instance_norm: (5, True)}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in flags:
+            continue
+        position, default = flags[node.target]
+        flag = node.kwargs.get("training", node.kwargs.get("train"))
+        if flag is None:
+            flag = node.args[position] if len(node.args) > position else default
+        if flag is not False:
+            return True
+    return False

@@ -29,8 +29,8 @@ from fact.compose.report import ItemReport, Report
 log = logging.getLogger(__name__)
 Stage = Callable[[str], None]
 TRAINING_NOTE = ("the module is in training mode: its kernels run only in eval mode (they have no backward, "
-                 "and dropout inside a match would differ), so every call now runs the original ops and the "
-                 "timings below compare the original with itself; call module.eval() before synthesize")
+                 "and dropout inside a match would differ), so every call of the composed module runs the "
+                 "original ops and its end-to-end time is the original's; call module.eval() before synthesize")
 
 
 @dataclass

@@ -78,6 +78,9 @@ CONCEPTS: tuple[Concept, ...] = (
             _is("arch", "sm90"), lexical=False),
     Concept("ampere", r"\bampere\b|\ba (?:100|800)\b|\bsm (?:80|86)\b|\bcompute 80\b", _is("arch", "sm80"),
             lexical=False),
+    # Hopper's Tensor Memory Accelerator: a feature only sm90 has, so naming it names the architecture
+    Concept("tma", r"\btma\b|\btensor memory accelerator\b", _is("arch", "sm90"),
+            phrase="Hopper Tensor Memory Accelerator (TMA)"),
     # Work decomposition
     Concept("splitk", r"\bsplit ?k\b", _is("op", "splitk_gemm"), shadows=_PLAIN, phrase="split-K"),
     Concept("streamk", r"\bstream ?k\b", _is("op", "streamk_gemm"), shadows=_PLAIN, phrase="stream-K"),

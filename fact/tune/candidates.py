@@ -264,6 +264,11 @@ class Space:
         return dict(Counter(r.rule for r in self.rejected))
 
 
+# The kernel families whose candidates the tables above enumerate; any other family (the sm90 3xTF32
+# one) runs its default configuration, and tuning says so instead of searching another family.
+TUNED_FAMILIES = frozenset({"sm90_gemm", "sm80_gemm"})
+
+
 def _families(target: Target, device: DeviceProfile) -> list[Arch]:
     if device.arch is Arch.SM90 and target.arch is Arch.SM90:
         return [Arch.SM90, Arch.SM80]
@@ -317,5 +322,6 @@ def _check(target: Target, spec: GemmSpec, device: DeviceProfile, rules: object,
     return rules(target, spec, device)  # type: ignore[operator]
 
 
-__all__ = ["SM80_THREADBLOCKS", "SM90_CLUSTERS", "SM90_TILES", "NoCandidateError", "Rejection", "Space", "Target",
+__all__ = ["SM80_THREADBLOCKS", "SM90_CLUSTERS", "SM90_TILES", "TUNED_FAMILIES", "NoCandidateError", "Rejection",
+           "Space", "Target",
            "alignment_problems", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]

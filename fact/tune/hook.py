@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from fact.realize.spec import GemmSpec
-from fact.tune.candidates import NoCandidateError, Target
+from fact.tune.candidates import TUNED_FAMILIES, NoCandidateError, Target
 from fact.tune.request import Knobs
 
 
@@ -51,6 +51,10 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
             continue
         target = target_of(item.match, r.spec)
         if target is None:
+            continue
+        if r.spec.family not in TUNED_FAMILIES:  # a search would only find winners of another family
+            notes.append(f"{item.match.id}: the {r.spec.family} family has no tuning candidates yet; default "
+                         f"{r.spec.name}")
             continue
         best = db.best(target) if db is not None else None
         if best is None and mode == "search" and search is not None:
