@@ -362,9 +362,12 @@ struct FactSplitTf32Mainloop {
     warpgroup_fence_operand(big);
     warpgroup_fence_operand(small);
     if (pending) pipeline.consumer_release(release_state);
+    // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
+    // from an infinite operand's zero small part meeting the other operand (IEEE's inf x 0).
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
-      accum(i) = (accum(i) + big(i)) + small(i);
+      float const promoted = accum(i) + big(i);
+      accum(i) = isinf(promoted) ? promoted : promoted + small(i);
     }
   }
 
