@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from fact.agentic import find_tasks, parse
-from fact.agentic.skeleton import render
 from fact.agentic.loop import SynthesisRecord, VerifyOutcome
+from fact.agentic.skeleton import render
 from fact.agentic.sweep import (
     CasesRunner,
     adopt,

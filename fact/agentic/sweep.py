@@ -124,10 +124,11 @@ def adopt(record: SynthesisRecord, task: SynthesisTask, result: SweepResult, sou
     when nothing in the sweep verified, the answer's own render won, or the winner fails that check.
     """
     best = winner(result, sources)
-    if best is None:
+    if best is None or result.best is None:
         return dataclasses.replace(record, notes=[*record.notes, "tunables swept: no render verified; the answer's "
                                                   "own values stay"])
     chosen, src = best
+    median_ms = result.best[1].median_ms
     if src.sha256 == record.sources_sha256:
         return dataclasses.replace(record, notes=[*record.notes, "tunables swept: the answer's own values won"])
     folder = Path(workdir) / src.sha256[:16]
@@ -139,7 +140,7 @@ def adopt(record: SynthesisRecord, task: SynthesisTask, result: SweepResult, sou
     outcome = verifier(task, src, folder) if ok else None
     step: dict[str, Any] = {"stage": "tune", "winner": src.name, "tunables": chosen, "compiled": ok,
                             "seconds": round(seconds, 1), "verified": bool(outcome and outcome.ok),
-                            "median_ms": result.best[1].median_ms if result.best else None}
+                            "median_ms": median_ms}
     if outcome is None or not outcome.ok:
         why = outcome.worst if outcome is not None else (log.strip().splitlines() or ["nvcc failed"])[-1]
         return dataclasses.replace(record, steps=[*record.steps, step], notes=[

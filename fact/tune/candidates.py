@@ -323,5 +323,4 @@ def _check(target: Target, spec: GemmSpec, device: DeviceProfile, rules: object,
 
 
 __all__ = ["SM80_THREADBLOCKS", "SM90_CLUSTERS", "SM90_TILES", "TUNED_FAMILIES", "NoCandidateError", "Rejection",
-           "Space", "Target",
-           "alignment_problems", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]
+           "Space", "Target", "alignment_problems", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]
