@@ -40,6 +40,9 @@ __version__ = "0.1.0"
 
 # Bound eagerly: a lazy attribute would be shadowed by the subpackage of the same name on first import.
 from fact.discover import Plan, discover
+from fact.registration import install as _install_backend
+
+_install_backend()  # torch.compile(model, backend="fact") after `import fact`, entry point or not
 
 if TYPE_CHECKING:
     from fact.compose import Synthesis, load, synthesize

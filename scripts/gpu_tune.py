@@ -3,6 +3,9 @@ one figure per sweep, the tuning database export and a log.
 
     python scripts/gpu_tune.py --out results/tune            # on a GPU machine
     python scripts/gpu_tune.py --out /tmp/t --dry-run        # the whole flow on the CPU (model times)
+    python scripts/gpu_tune.py --out /tmp/t --suite '^linear_' --db "$FACT_CACHE_DIR/tuning.sqlite"
+                                            # the GEMMs of the bench suite's matching modules, into the
+                                            # database `fact bench --tune` reads
 
 Every kernel is compiled in parallel first (the union of what each target's top-k strategy will
 build), then each target is tuned with the top-k strategy: prescreen the k best-ranked kernels,
@@ -61,6 +64,13 @@ def targets() -> list[tuple[Target, int]]:
     return out
 
 
+def suite(only: str, precision: str, top_k: int, dry_run: bool) -> list[tuple[Target, int]]:
+    """(target, top_k) for the GEMMs of the bench suite's cases matching `only`."""
+    from fact.bench.run import suite_targets
+
+    return [(t, top_k) for _, t in suite_targets(only, precision, "cpu" if dry_run else "cuda")]
+
+
 class ModelRunner:
     """--dry-run: answers with the analytic model's times (no GPU), to exercise the flow."""
 
@@ -82,6 +92,11 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--deadline", type=float, default=540.0, help="seconds; later targets are skipped after it")
     ap.add_argument("--only", default="", help="comma-separated indices of targets to tune")
+    ap.add_argument("--suite", default="", help="instead of the issue's targets: the GEMMs that the bench suite's "
+                    "cases matching this regular expression realize, with their epilogues")
+    ap.add_argument("--precision", default="bf16", help="with --suite: the suite precision (exact, tf32, bf16)")
+    ap.add_argument("--top-k", type=int, default=5, help="with --suite: kernels built per target (default 5)")
+    ap.add_argument("--db", type=Path, help="the tuning database (default OUT/tuning.sqlite)")
     args = ap.parse_args()
     start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -96,8 +111,8 @@ def main() -> int:
         log.flush()
 
     device, env, runner, builder = _machinery(args.dry_run)
-    db = TuningDB(args.out / "tuning.sqlite", env)
-    chosen = targets()
+    db = TuningDB(args.db or args.out / "tuning.sqlite", env)
+    chosen = suite(args.suite, args.precision, args.top_k, args.dry_run) if args.suite else targets()
     if args.only:
         keep = {int(i) for i in args.only.split(",")}
         chosen = [t for i, t in enumerate(chosen) if i in keep]

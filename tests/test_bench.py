@@ -241,3 +241,16 @@ def test_cli_bench_passes_tune(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert main(["bench", "--only", "^linear_relu$", "--precision", "bf16", "--out", str(tmp_path),
                  "--tune-missing"]) == 0
     assert got["tune"] == "search" and "--tune-missing" in got["command"]
+
+
+def test_suite_targets_are_what_synthesize_realizes_for_the_linear_modules() -> None:
+    """`gpu_tune.py --suite` tunes exactly the GEMMs (with their epilogues) that `fact bench --tune`
+    then looks up: one target per distinct GEMM, each carrying its epilogue's constants."""
+    from fact.bench.run import suite_targets
+
+    got = suite_targets("^linear_(bias|leaky_relu|scale_residual)$", "bf16", quick=True)
+    assert [name for name, _ in got] == ["linear_bias", "linear_leaky_relu", "linear_scale_residual"]
+    chains = [tuple((s.kind, s.a) for s in t.epilogue) for _, t in got]
+    assert chains == [(("bias", None),), (("bias", None), ("leaky_relu", 0.1)),
+                      (("bias", None), ("scale", 0.5), ("residual", None))]
+    assert {(t.problem.m, t.problem.n, t.problem.k) for _, t in got} == {(512, 256, 256)}

@@ -169,6 +169,33 @@ def test_a_tuned_schedule_travels_with_every_call_of_its_op() -> None:
     torch.testing.assert_close(exported.module()(x), module(x), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("torch_first", [False, True])
+def test_import_fact_registers_the_backend_without_the_entry_point(torch_first: bool) -> None:
+    """From a checkout on PYTHONPATH there is no entry point: `import fact` registers the backend,
+    before or after torch's backend registry loads."""
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib.metadata as md, sys\n"
+        "real = md.entry_points\n"
+        "md.entry_points = lambda **kw: real(group='no such group') if kw.get('group') == 'torch_dynamo_backends' "
+        "else real(**kw)\n"
+        + ("import torch._dynamo\n" if torch_first else "")
+        + "import fact, torch\n"
+        "assert ('torch._dynamo.backends.registry' in sys.modules) == " + str(torch_first) + "\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU()).eval()\n"
+        "x = torch.randn(32, 64)\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(torch.compile(m, backend='fact')(x), m(x))\n"
+        "from fact.compose.backend import REPORTS\n"
+        "print(len(REPORTS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
     module = nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval()

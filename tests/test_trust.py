@@ -117,6 +117,52 @@ def test_aten_graphs_fixed_to_their_batch_are_checked_through_a_recapture(monkey
     assert verdict.agrees, verdict.reason
 
 
+class ParamsAsInputs(nn.Module):
+    """What torch.compile hands a backend: the module's parameters arrive as graph inputs."""
+
+    def forward(self, w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(F.linear(x, w, b))
+
+
+def test_a_compiled_graph_has_its_activations_cut_and_its_parameters_kept(monkeypatch) -> None:
+    monkeypatch.setattr(semantics, "FULL_SHAPE_FLOPS", 0)
+    inputs = [nn.Parameter(torch.empty(256, 256)), nn.Parameter(torch.empty(256)), torch.empty(8, 16, 256)]
+    captured = capture(torch.fx.symbolic_trace(ParamsAsInputs()), inputs)
+    [verdict] = check_matches(captured, match_graph(captured).matches, inputs)
+    assert verdict.agrees, verdict.reason
+    assert verdict.shapes == "256x256, 256, 2x16x256"
+
+
+def test_the_float64_run_keeps_only_the_values_the_checks_read() -> None:
+    gm = torch.fx.symbolic_trace(LinearThen(F.gelu).double())
+    wanted = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    recorded = semantics._record(gm, [torch.rand(4, 256, dtype=torch.float64)], keep=wanted)
+    assert set(recorded) == wanted
+
+
+def test_checking_a_match_leaves_no_cycle_holding_its_values() -> None:
+    """Values freed only by the garbage collector pile up across matches and seeds: at a large
+    module's own shape on a GPU, that ran out of memory."""
+    import gc
+
+    module = LinearThen(F.gelu)
+    inputs = [torch.empty(24, 256)]
+    captured = capture(module, inputs)
+    matches = match_graph(captured).matches
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        [verdict] = check_matches(captured, matches, inputs)
+        gc.collect()
+        held = [o for o in gc.garbage if isinstance(o, torch.Tensor) and o.shape[:1] == (24,)]  # activations
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert verdict.agrees and not held
+
+
 # --- the defects, each as a test ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("compare", "fill", "causal"), [

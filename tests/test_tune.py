@@ -3,6 +3,7 @@ measurements, and RELIABILITY 7-11's sweep-level properties with planted failure
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing as mp
 import pickle
@@ -13,7 +14,7 @@ import pytest
 
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
-from fact.realize.spec import Mode, Scheduler, Sm90Tiles, Step
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90Tiles, Step
 from fact.tune import strategies
 from fact.tune.candidates import NoCandidateError, Target, enumerate_space
 from fact.tune.db import Environment, TuningDB, spec_from_json, spec_to_json
@@ -144,6 +145,20 @@ def test_prediction_counts_wave_quantisation() -> None:
     one = predict_ms(spec, t.problem, H100_SXM)
     two = predict_ms(spec, ProblemShape(128 * 34, 256 * 4, 4096), H100_SXM)  # four tiles more: a second wave
     assert two > 1.8 * one
+
+
+def test_ping_pong_ranks_up_where_the_epilogue_is_costly() -> None:
+    """A cooperative kernel pays its epilogue after every tile; ping-pong hides it behind the other
+    warp group's mainloop: the model ranks ping-pong first for Mish and last-ish for a bare bias."""
+    def top(chain: tuple[str, ...]) -> GemmSpec:
+        t = dataclasses.replace(target(8192, 4096, 4096), epilogue=tuple(Step(s) for s in chain))
+        return analytic_rank(enumerate_space(t).kernels, t.problem, H100_SXM)[0]
+
+    assert top(("bias", "mish")).tiles.schedule is Schedule.PINGPONG
+    assert top(("bias",)).tiles.schedule is Schedule.COOPERATIVE
+    coop = top(("bias",))
+    assert predict_ms(coop, ProblemShape(8192, 4096, 4096), H100_SXM) < predict_ms(
+        dataclasses.replace(coop, epilogue=(Step("bias"), Step("mish"))), ProblemShape(8192, 4096, 4096), H100_SXM)
 
 
 # ---- database ------------------------------------------------------------------------------

@@ -29,12 +29,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fact.bench.precision import dtype_of, precision_mode, synthesize_precision
-from fact.bench.suite import Case, Selection
+from fact.bench.suite import Case, Selection, select
 
 # fact's output may be this many times eager's own error against float64 (and never more than the
 # precision's tolerance, unless eager itself is further off than that)
@@ -258,8 +258,10 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
     from fact.build.cache import BuildCache, request_key
     from fact.discover import discover_captured
     from fact.realize import build_request, realizations
+    from fact.tune.hook import default_db, tuned_realizations
 
     cache = BuildCache()
+    db = default_db() if options.tune else None
     jobs = options.jobs or os.cpu_count() or 4
     pool = cf.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="fact-bench-build")
     seen: set[str] = set()
@@ -270,7 +272,10 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
                 plan, _ = discover_captured(module, fresh_inputs(shapes, dtype_of(row.precision), options.device),
                                             precision=synthesize_precision(row.precision), check=False,
                                             kb=_knowledge())
-            for r in realizations(plan, kb=_knowledge()):
+            real = {r.match_id: r for r in realizations(plan, kb=_knowledge())}
+            if options.tune and db is not None:  # build the database's winners, not the defaults they replace
+                real, _, _ = tuned_realizations(plan.items, real, mode="db", db=db)
+            for r in real.values():
                 if r.spec is None:
                     continue
                 req = build_request(r.render())
@@ -282,6 +287,33 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
             options.say(f"[{row.module} {row.precision}] prebuild: {type(exc).__name__}: {str(exc)[:200]}")
     options.say(f"prebuild: {len(seen)} distinct kernels submitted to {jobs} build threads")
     return pool
+
+
+def suite_targets(only: str, precision: str, device: str = "cpu", quick: bool = False) -> list[tuple[str, Any]]:
+    """(case name, tuning Target) for every GEMM the suite's matching cases realize at `precision`,
+    as fact.synthesize would realize them: what `fact tune` must cover for `fact bench --tune`.
+    Cases that plan no tunable GEMM contribute nothing; each distinct target appears once."""
+    from fact.discover import discover_captured
+    from fact.realize import realizations
+    from fact.realize.spec import GemmSpec
+    from fact.tune.hook import target_of
+
+    options = Options(device=device, quick=quick)
+    out: list[tuple[str, Any]] = []
+    seen: set[Any] = set()
+    for case in select(only, (precision,)).cases:
+        module, shapes = _module(case, precision, options)
+        with precision_mode(precision):
+            plan, _ = discover_captured(module, fresh_inputs(shapes, dtype_of(precision), device),
+                                        precision=synthesize_precision(precision), check=False, kb=_knowledge())
+        templated = [i for i in plan.items if i.match.realization != "llm"]
+        by_id = {i.match.id: i.match for i in templated}
+        for r in realizations(replace(plan, items=tuple(templated)), kb=_knowledge()):
+            target = target_of(by_id[r.match_id], r.spec) if isinstance(r.spec, GemmSpec) else None
+            if target is not None and target not in seen:
+                seen.add(target)
+                out.append((case.name, target))
+    return out
 
 
 def _build_quietly(cache: Any, req: Any) -> None:

@@ -11,6 +11,11 @@ shape and the device profile:
     memory:     bytes(A, B, D [, residual]) / bandwidth
     predicted  = max(compute, memory) + LAUNCH_US
 
+The epilogue costs tile_M * tile_N * (store + its steps' costs) / EPILOGUE_RATE per tile. A
+cooperative or basic warp-specialized kernel pays it after every tile's mainloop; ping-pong
+runs one warp group's epilogue while the other computes, so it pays only what the mainloop does
+not cover. That is what ranks ping-pong up for costly activation chains (Mish, GELU, SiLU).
+
 tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
 saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,
 basic warp-specialized 0.85) and cluster (a 2-CTA cluster shares operand loads: 1.02). It ranks
@@ -37,6 +42,12 @@ LAUNCH_US = 4.0
 STREAMK_FIXUP = 0.06
 SCHEDULE_FACTOR = {Schedule.COOPERATIVE: 1.0, Schedule.PINGPONG: 0.97, Schedule.WARP_SPECIALIZED: 0.85}
 CLUSTER_FACTOR = {1: 1.0, 2: 1.02, 4: 1.01}
+# Epilogue cost per output element, in units of EPILOGUE_RATE (one unit ~ a few issued
+# instructions); calibrated on the H100 bf16 Linear + activation timings (results/bench run 4).
+EPILOGUE_STORE = 2.0
+EPILOGUE_COST = {"bias": 1.0, "scale": 1.0, "residual": 2.0, "relu": 1.0, "leaky_relu": 2.0, "clamp": 2.0,
+                 "tanh": 4.0, "sigmoid": 8.0, "silu": 8.0, "gelu_tanh": 10.0, "gelu_erf": 12.0, "mish": 12.0}
+EPILOGUE_RATE = 5e10  # units per second per SM
 
 
 def _tile_efficiency(tm: int, tn: int) -> float:
@@ -63,11 +74,16 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
     step_s = 2.0 * tm * tn * tk / (peak_per_sm * max(eff, 1e-3))
     tiles = math.ceil(problem.m / tm) * math.ceil(problem.n / tn) * problem.batch
     k_steps = math.ceil(problem.k / tk)
+    epilogue_s = tm * tn * (EPILOGUE_STORE + sum(EPILOGUE_COST.get(s.kind, 4.0) for s in spec.epilogue)) / EPILOGUE_RATE
+    pingpong = isinstance(t, Sm90Tiles) and t.schedule is Schedule.PINGPONG
     if streamk and splits <= 1:
-        compute = math.ceil(tiles * k_steps / device.sms) * step_s * (1 + STREAMK_FIXUP) + PROLOGUE_STEPS * step_s
+        per_tile = max(0.0, epilogue_s - k_steps * step_s) if pingpong else epilogue_s
+        compute = (math.ceil(tiles * k_steps / device.sms) * step_s * (1 + STREAMK_FIXUP) + PROLOGUE_STEPS * step_s
+                   + math.ceil(tiles / device.sms) * per_tile)
     else:
         per_split = math.ceil(k_steps / splits)
-        compute = math.ceil(tiles * splits / device.sms) * (per_split + PROLOGUE_STEPS) * step_s
+        per_tile = max(0.0, epilogue_s - per_split * step_s) if pingpong else epilogue_s
+        compute = math.ceil(tiles * splits / device.sms) * ((per_split + PROLOGUE_STEPS) * step_s + per_tile)
         if splits > 1:
             compute *= 1 + STREAMK_FIXUP
     elem = spec.dtype.bits // 8

@@ -14,6 +14,7 @@ matcher can misread a module, not only the ones a test has seen.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +67,8 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
     """
     if not matches:
         return []
+    import torch
+
     try:
         gm = _float64_copy(captured.graph_module)
     except Exception as exc:  # e.g. parametrized weights that cannot be copied
@@ -76,14 +79,16 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
     flops = sum(m.flops for m in matches)
     if flops <= FULL_SHAPE_FLOPS:
         shapes = [_full(example_inputs, device)]
-    else:  # cut the batch of every input, or the rows of the first; the model's own shape last
+    else:  # cut the batch of every input, or the rows of the first; the model's own shape last (a graph
+        # from torch.compile is specialised to it), where float64 at that size is quick: on a GPU
         shapes = [_reduced(example_inputs, device), _reduced(example_inputs, device, first_only=True)]
-        if flops <= 8 * FULL_SHAPE_FLOPS:
+        if flops <= 8 * FULL_SHAPE_FLOPS or torch.device(device).type == "cuda":
             shapes.append(_full(example_inputs, device))
+    needed = {n for m in matches for n in _needs(gm, m)}
     recorded, error = None, ""
     for attempt in shapes:
         try:
-            recorded = _record(gm, attempt)
+            recorded = _record(gm, attempt, keep=needed)
             used = attempt
             break
         except Exception as exc:  # the module's own errors at a reduced shape
@@ -95,8 +100,6 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
                   "nothing is built from a reading that cannot be checked")
         return [Agreement(m.id, False, math.inf, reason) for m in matches]
     shape_text = ", ".join("x".join(map(str, t.shape)) for t in used if hasattr(t, "shape"))
-    import torch
-
     out = []
     for m in matches:
         try:
@@ -164,18 +167,8 @@ def evaluate_subgraph(gm: Any, match: Match, env: dict[Any, Any]) -> Any:
     """Run the nodes `match` covers, in graph order, given values for every node that feeds them."""
     nodes = _nodes(gm, match)
     values = dict(env)
-
-    def arg(a: Any) -> Any:
-        if isinstance(a, (list, tuple)):
-            return type(a)(arg(x) for x in a)
-        if isinstance(a, slice):
-            return slice(arg(a.start), arg(a.stop), arg(a.step))
-        if isinstance(a, dict):
-            return {k: arg(v) for k, v in a.items()}
-        return values[a] if hasattr(a, "op") else a
-
     for n in nodes:
-        args, kwargs = arg(n.args), arg(dict(n.kwargs))
+        args, kwargs = _resolve(n.args, values), _resolve(dict(n.kwargs), values)
         if n.op == "call_module":
             values[n] = gm.get_submodule(n.target)(*args, **kwargs)
         elif n.op == "call_method":
@@ -185,6 +178,19 @@ def evaluate_subgraph(gm: Any, match: Match, env: dict[Any, Any]) -> Any:
         else:
             raise _Unreadable(f"node {n.name} ({n.op}) cannot be part of a kernel")
     return values[_node(gm, match.output)]
+
+
+def _resolve(a: Any, values: dict[Any, Any]) -> Any:
+    """An fx argument with every node in it replaced by its value. (A module-level function: a
+    nested recursive one is a reference cycle that would hold every value until the garbage
+    collector runs, gigabytes for a large module checked at its own shape.)"""
+    if isinstance(a, (list, tuple)):
+        return type(a)(_resolve(x, values) for x in a)
+    if isinstance(a, slice):
+        return slice(_resolve(a.start, values), _resolve(a.stop, values), _resolve(a.step, values))
+    if isinstance(a, dict):
+        return {k: _resolve(v, values) for k, v in a.items()}
+    return values[a] if hasattr(a, "op") else a
 
 
 def spec_output(gm: Any, match: Match, value: Any) -> Any:
@@ -303,20 +309,45 @@ def _fresh(recorded: Any, node: Any, gen: Any, spread: float = 3.0) -> Any:
     return torch.empty_like(recorded, dtype=torch.float64).copy_(values)
 
 
-def _record(gm: Any, inputs: Sequence[Any]) -> dict[Any, Any]:
+def _record(gm: Any, inputs: Sequence[Any], keep: set[Any] | None = None) -> dict[Any, Any]:
+    """Run `gm` on `inputs`; the value of every node in `keep` (default all). Values not kept are
+    freed as the run goes: a large module at its own shape holds only what the checks read."""
     import torch
 
-    values: dict[Any, Any] = {}
+    recorder = _recorder()(gm)
+    recorder.keep, recorder.values = keep, {}
+    with torch.no_grad():
+        recorder.run(*inputs)
+    return recorder.values
+
+
+@functools.cache
+def _recorder() -> Any:
+    """An fx Interpreter that records node values. Made once: a class made per call is a reference
+    cycle that would hold what it recorded until the garbage collector runs."""
+    import torch
 
     class Recorder(torch.fx.Interpreter):
+        keep: set[Any] | None
+        values: dict[Any, Any]
+
         def run_node(self, n: Any) -> Any:
             out = super().run_node(n)
-            values[n] = out
+            if self.keep is None or n in self.keep:
+                self.values[n] = out
             return out
 
-    with torch.no_grad():
-        Recorder(gm).run(*inputs)
-    return values
+    return Recorder
+
+
+def _needs(gm: Any, match: Match) -> list[Any]:
+    """The nodes whose recorded values checking `match` reads: those feeding it, and its operands."""
+    try:
+        nodes = _inputs_of(gm, match)
+    except _Unreadable:
+        return []  # the check of this match says why
+    names = {ref for _, ref in match.operands if not ref.startswith("param:")}
+    return nodes + [n for n in gm.graph.nodes if n.name in names]
 
 
 def _float64_copy(gm: Any) -> Any:
@@ -388,16 +419,22 @@ def _full(example_inputs: Sequence[Any], device: Any) -> list[Any]:
 
 def _reduced(example_inputs: Sequence[Any], device: Any, first_only: bool = False) -> list[Any]:
     """The inputs with their leading (batch or row) dimension cut to 2 (every input's, or only the
-    first's): the model's other extents are kept."""
+    first's): the model's other extents are kept. Parameters keep their shape: a graph from
+    torch.compile takes the module's parameters as inputs."""
     import torch
 
     gen = torch.Generator().manual_seed(1234)
-    out = []
-    for i, x in enumerate(example_inputs):
-        if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] > 2 and not (first_only and i):
+    out, cut = [], False
+    for x in example_inputs:
+        if not isinstance(x, torch.Tensor):
+            out.append(x)
+            continue
+        if (x.dim() >= 2 and x.shape[0] > 2 and not isinstance(x, torch.nn.Parameter)
+                and not (first_only and cut)):
             out.append(_draw((2, *x.shape[1:]), x, gen, device))
+            cut = True
         else:
-            out.append(_draw(x.shape, x, gen, device) if isinstance(x, torch.Tensor) else x)
+            out.append(_draw(x.shape, x, gen, device))
     return out
 
 
