@@ -20,10 +20,10 @@ def main() -> int:
     import logging
 
     import torch
+    from mingpt_block import Block
 
     import fact  # noqa: F401  (registers the backend)
     from fact.compose.timing import time_rotating_ms
-    from mingpt_block import Block
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, required=True)
