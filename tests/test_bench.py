@@ -138,6 +138,25 @@ def test_the_budget_skips_rows_and_says_so(tmp_path: Path) -> None:
     assert row["status"].startswith("skipped: time budget") and row["fact_ms"] is None
 
 
+def test_the_budget_counts_what_preparing_a_row_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Preparing a row (synthesize, max-autotune compile) takes minutes on a GPU: the budget stops
+    before a row it has no time to prepare, not after."""
+    import fact.bench.run as bench_run
+
+    clock = [0.0]
+    monkeypatch.setattr(bench_run.time, "perf_counter", lambda: clock[0])
+    real = bench_run._prepare
+
+    def slow(row, case, options):
+        clock[0] += 50.0
+        return real(row, case, options)
+
+    monkeypatch.setattr(bench_run, "_prepare", slow)
+    options = Options(quick=True, device="cpu", compile=False, prebuild=False, budget_s=140.0, say=lambda line: None)
+    rows = run(select("^linear_(relu|tanh|silu)$", "bf16"), tmp_path, options)["rows"]
+    assert [r["status"].startswith("skipped: time budget") for r in rows] == [False, False, True]
+
+
 def test_a_row_that_fails_is_recorded_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import fact.bench.run as bench_run
 

@@ -189,6 +189,20 @@ def test_db_round_trip_and_best(tmp_path: Path) -> None:
     assert best is not None and best[1].median_ms == min(m.median_ms for m in rec)
 
 
+def test_a_lucky_prescreen_does_not_beat_full_measurements(tmp_path: Path) -> None:
+    """The database's best follows the sweep's rule: a 8-run prescreen median below every full
+    measurement is not the winner `fact synthesize --tune` composes."""
+    db = db_at(tmp_path / "t.sqlite")
+    t = target()
+    full = _record_all(db, t, n=6)  # 30 runs each
+    space = {s.key: s for s in enumerate_space(t).kernels}
+    other = recorded(t, enumerate_space(t))[6]  # a config with no full measurement
+    lucky = dataclasses.replace(other, runs=8, median_ms=min(m.median_ms for m in full) / 2)
+    db.record(t, space[lucky.spec_key], lucky)
+    best = db.best(t)
+    assert best is not None and best[1].runs == 30 and best[1].median_ms == min(m.median_ms for m in full)
+
+
 def test_rows_of_another_device_or_version_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "t.sqlite"
     t = target()

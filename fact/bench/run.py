@@ -178,13 +178,17 @@ def run(selection: Selection, out: Path | str | None, options: Options | None = 
         _raise_recompile_limits()
     builds = _prebuild(rows, cases, options) if options.prebuild and options.device == "cuda" else None
     prepared: list[_Prepared] = []
+    preparing: list[float] = []  # seconds each row took to prepare: the next one is expected to take as long
     for row in rows:
         elapsed = time.perf_counter() - start
-        if options.budget_s is not None and elapsed + ROW_TIMING_S * (len(prepared) + 1) > options.budget_s:
+        expected = statistics.mean(preparing) if preparing else 0.0
+        if (options.budget_s is not None
+                and elapsed + expected + ROW_TIMING_S * (len(prepared) + 1) > options.budget_s):
             row.status = f"skipped: time budget ({options.budget_s:.0f} s) spent before this row"
             continue
         options.say(f"[{row.module} {row.precision}] prepare ({elapsed:.0f} s)")
         p = _prepare(row, cases[row.module], options)
+        preparing.append(time.perf_counter() - start - elapsed)
         if p is not None:
             prepared.append(p)
         save()

@@ -32,7 +32,7 @@ from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
 from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90SplitTiles, Sm90Tiles, Step
 from fact.tune.candidates import Target
-from fact.tune.measurement import Measurement, Status
+from fact.tune.measurement import Measurement, Status, fastest
 from fact.tune.request import Knobs
 
 SCHEMA_VERSION = 1
@@ -336,9 +336,9 @@ class TuningDB(_Store):
         return {(m.spec_key, m.knobs): m for _, m in self.measurements(target)}
 
     def best(self, target: Target) -> tuple[GemmSpec, Measurement] | None:
-        """The fastest verified, trusted measurement of `target`, or None."""
-        ok = [(s, m) for s, m in self.measurements(target) if m.ok and m.verified]
-        return min(ok, key=lambda sm: (sm[1].median_ms, sm[0].key)) if ok else None
+        """The fastest verified, trusted measurement of `target` with full runs (the sweep's own
+        rule: fact.tune.measurement.fastest), or None."""
+        return fastest(self.measurements(target))
 
     def nearest(self, target: Target, top: int = 4) -> tuple[ProblemShape, list[tuple[GemmSpec, Measurement]]] | None:
         """The tuned shape nearest to `target`'s (log distance over batch, M, N, K) among the same

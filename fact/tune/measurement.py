@@ -11,8 +11,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from fact.core.specs import ProblemShape
+
+T = TypeVar("T")
 
 FLAG_SPEEDUP = 10.0  # a speedup above this over the baseline is flagged for review
 
@@ -121,4 +124,18 @@ def summarise(times_ms: Sequence[float]) -> tuple[float, float]:
     return med, (q[2] - q[0]) / med if med > 0 else 0.0
 
 
-__all__ = ["FLAG_SPEEDUP", "Measurement", "Status", "categorise", "failure", "summarise"]
+FULL_REPS = 30  # timed runs of a full measurement (a prescreen takes fewer)
+
+
+def fastest(pairs: Sequence[tuple[T, Measurement]]) -> tuple[T, Measurement] | None:
+    """The fastest verified, unflagged measurement among those with full runs (`FULL_REPS`, or the
+    most any has): a short prescreen's lucky median never beats a config's full measurement."""
+    ok = [(s, m) for s, m in pairs if m.ok and m.verified and not m.flagged]
+    if not ok:
+        return None
+    full = min(FULL_REPS, max(m.runs for _, m in ok))
+    return min(((s, m) for s, m in ok if m.runs >= full),
+               key=lambda sm: (sm[1].median_ms, getattr(sm[0], "key", str(sm[0]))))
+
+
+__all__ = ["FLAG_SPEEDUP", "FULL_REPS", "Measurement", "Status", "categorise", "failure", "fastest", "summarise"]

@@ -21,12 +21,12 @@ from fact.tune import strategies
 from fact.tune.candidates import Space, Target, enumerate_space
 from fact.tune.db import TuningDB
 from fact.tune.device import H100_SXM, DeviceProfile
-from fact.tune.measurement import Measurement, Status, failure
+from fact.tune.measurement import FULL_REPS, Measurement, Status, failure, fastest
 from fact.tune.rank import rank
 from fact.tune.request import BenchRequest, Config
 from fact.tune.runners import Builder, Runner
 
-DEFAULT_REPS = 30
+DEFAULT_REPS = FULL_REPS
 
 
 class SimulatedClock:
@@ -108,10 +108,7 @@ class SweepResult:
     @property
     def best(self) -> tuple[GemmSpec, Measurement] | None:
         """The fastest verified config measured with full runs."""
-        ok = [(s, m) for s, m in self.measurements if m.ok and m.verified and not m.flagged]
-        full = [(s, m) for s, m in ok if m.runs >= min(DEFAULT_REPS, max(r.runs for _, r in ok))] if ok else []
-        pool = full or ok
-        return min(pool, key=lambda sm: (sm[1].median_ms, sm[0].key)) if pool else None
+        return fastest(self.measurements)
 
     @property
     def failures(self) -> dict[str, int]:
