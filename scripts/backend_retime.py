@@ -1,5 +1,6 @@
 """The torch.compile backend on the example block in eval mode: eager and backend times (CUDA
-events, fresh inputs per run, device synchronised), the output against eager.
+events, L2 flushed, three input sets taken in turn, device synchronised; eager first, then the
+backend), the output against eager, and the backend's report.
 
 
     python scripts/backend_retime.py --out backend.json     # on a GPU machine

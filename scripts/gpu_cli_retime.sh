@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# fact synthesize of the example block from empty caches, then with warm caches, then the
-# torch.compile backend on the same module in eval mode; logs and reports under $1.
+# fact synthesize of the example block from empty caches (fresh temporary ones: the user's own are
+# never touched), then again with those caches warm, then the torch.compile backend on the same
+# module in eval mode; logs and reports under $1.
 set -u
 out=${1:?usage: gpu_cli_retime.sh OUTDIR}
 mkdir -p "$out"
-export FACT_CACHE_DIR=${FACT_CACHE_DIR:-$(mktemp -d)}
+scratch=$(mktemp -d)
+export FACT_CACHE_DIR="$scratch/fact" TORCH_EXTENSIONS_DIR="$scratch/torch_extensions"
 shape=128,512,768:bfloat16
 for run in cold warm; do
-  [ $run = cold ] && rm -rf "$FACT_CACHE_DIR"/* "$HOME/.cache/torch_extensions" 2>/dev/null
   start=$(date +%s%N)
   python3 -m fact.cli synthesize examples/mingpt_block.py:Block --input $shape --save "$out/$run" > "$out/synth_$run.log" 2>&1
   rc=$?
   echo "$run: rc $rc in $(( ($(date +%s%N) - start) / 1000000 )) ms" | tee -a "$out/wall.txt"
 done
 python3 scripts/backend_retime.py --out "$out/backend.json" 2>&1 | tail -5
+rm -rf "$scratch"

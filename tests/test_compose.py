@@ -196,6 +196,40 @@ def test_import_fact_registers_the_backend_without_the_entry_point(torch_first: 
     assert out.stdout.split() == ["1"]
 
 
+def test_registration_never_fails_an_import() -> None:
+    """A registry without the private tables fact reads (another torch), or one that refuses the
+    name: a warning, and the import goes on."""
+    import types
+
+    from fact import registration
+
+    class Refusing(types.SimpleNamespace):
+        def register_backend(self, **kwargs):
+            raise AssertionError("duplicate name: fact")
+
+    registration.register(types.SimpleNamespace())  # no tables, no register_backend
+    registration.register(Refusing(_COMPILER_FNS={}, _BACKENDS={}))
+
+
+def test_the_registering_loader_touches_only_torchs_registry() -> None:
+    import types
+
+    from fact.registration import _RegisteringLoader
+
+    seen = []
+
+    class Shared:  # one loader object for many modules, as a frozen or zip importer has
+        def exec_module(self, module):
+            seen.append(module.__name__)
+
+        def get_source(self, name):
+            return "source"
+
+    wrapped = _RegisteringLoader(Shared())
+    wrapped.exec_module(types.ModuleType("torch._dynamo.code_context"))  # not the registry: no register
+    assert seen == ["torch._dynamo.code_context"] and wrapped.get_source("x") == "source"
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
     module = nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval()

@@ -140,6 +140,27 @@ def test_the_float64_run_keeps_only_the_values_the_checks_read() -> None:
     assert set(recorded) == wanted
 
 
+def test_the_module_check_records_only_what_it_reads(monkeypatch) -> None:
+    """At a large module's own shape every recorded float64 value costs memory: the check asks the
+    float64 run for the values feeding its matches and their operands, not the whole graph."""
+    kept: list[int] = []
+    real = semantics._record
+
+    def spy(gm, inputs, keep=None):
+        values = real(gm, inputs, keep)
+        kept.append(len(values))
+        return values
+
+    monkeypatch.setattr(semantics, "_record", spy)
+    module = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.LayerNorm(256), nn.Linear(256, 256), nn.Tanh())
+    inputs = [torch.empty(64, 256)]
+    captured = capture(module, inputs)
+    matches = match_graph(captured).matches
+    verdicts = check_matches(captured, matches, inputs)
+    nodes = sum(1 for _ in captured.graph_module.graph.nodes)
+    assert all(v.agrees for v in verdicts) and kept and kept[-1] < nodes - 2
+
+
 def test_checking_a_match_leaves_no_cycle_holding_its_values() -> None:
     """Values freed only by the garbage collector pile up across matches and seeds: at a large
     module's own shape on a GPU, that ran out of memory."""

@@ -340,6 +340,17 @@ def test_topk_prescreens_then_sweeps_knobs() -> None:
     assert all(knobs_per_kernel[key] == len(enumerate_space(t).knobs[key]) >= 12 for key in swept)
 
 
+@pytest.mark.parametrize("chain", [(), ("bias", "mish")])
+def test_topk_builds_the_best_kernel_of_each_schedule(chain: tuple[str, ...]) -> None:
+    """Whichever schedule the model favours, the other's best kernel is built too: the model's error
+    on a schedule (the epilogue term at short K) costs a candidate, not the winner."""
+    t = dataclasses.replace(target(65536, 3072, 768), epilogue=tuple(Step(s) for s in chain))
+    result = _sweep(t, ReplayRunner(recorded(t)), "topk", top_k=4, finalists=1)
+    kernels = {spec.key: spec for spec, _ in result.measurements}
+    assert len(kernels) == 4
+    assert {s.tiles.schedule for s in kernels.values()} >= {Schedule.COOPERATIVE, Schedule.PINGPONG}
+
+
 def test_second_run_costs_no_gpu_time(tmp_path: Path) -> None:
     t = target()
     db = db_at(tmp_path / "t.sqlite")

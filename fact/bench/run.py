@@ -265,7 +265,11 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
     from fact.tune.hook import default_db, tuned_realizations
 
     cache = BuildCache()
-    db = default_db() if options.tune else None
+    try:
+        db = default_db() if options.tune else None
+    except Exception as exc:  # each row's synthesize meets the database again and says what is wrong
+        options.say(f"prebuild: the tuning database is unusable ({type(exc).__name__}: {exc}); building defaults")
+        db = None
     jobs = options.jobs or os.cpu_count() or 4
     pool = cf.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="fact-bench-build")
     seen: set[str] = set()
@@ -296,10 +300,12 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
 def suite_targets(only: str, precision: str, device: str = "cpu", quick: bool = False) -> list[tuple[str, Any]]:
     """(case name, tuning Target) for every GEMM the suite's matching cases realize at `precision`,
     as fact.synthesize would realize them: what `fact tune` must cover for `fact bench --tune`.
-    Cases that plan no tunable GEMM contribute nothing; each distinct target appears once."""
+    GEMMs of a family without tuning candidates, and cases that plan no GEMM, contribute nothing;
+    each distinct target appears once."""
     from fact.discover import discover_captured
     from fact.realize import realizations
     from fact.realize.spec import GemmSpec
+    from fact.tune.candidates import TUNED_FAMILIES
     from fact.tune.hook import target_of
 
     options = Options(device=device, quick=quick)
@@ -314,7 +320,7 @@ def suite_targets(only: str, precision: str, device: str = "cpu", quick: bool = 
         by_id = {i.match.id: i.match for i in templated}
         for r in realizations(replace(plan, items=tuple(templated)), kb=_knowledge()):
             target = target_of(by_id[r.match_id], r.spec) if isinstance(r.spec, GemmSpec) else None
-            if target is not None and target not in seen:
+            if target is not None and r.spec.family in TUNED_FAMILIES and target not in seen:
                 seen.add(target)
                 out.append((case.name, target))
     return out

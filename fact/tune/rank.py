@@ -13,8 +13,10 @@ shape and the device profile:
 
 The epilogue costs tile_M * tile_N * (store + its steps' costs) / EPILOGUE_RATE per tile. A
 cooperative or basic warp-specialized kernel pays it after every tile's mainloop; ping-pong
-runs one warp group's epilogue while the other computes, so it pays only what the mainloop does
-not cover. That is what ranks ping-pong up for costly activation chains (Mish, GELU, SiLU).
+runs one warp group's epilogue while the other computes, so it pays its store and what the
+mainloop does not cover of the rest. Calibrated at K=4096, the term overstates the cost at short K
+(where a persistent kernel's producer prefetches the next tile during the epilogue): the top-k
+strategy therefore always builds the best kernel of each schedule as well.
 
 tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
 saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,
@@ -74,15 +76,16 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
     step_s = 2.0 * tm * tn * tk / (peak_per_sm * max(eff, 1e-3))
     tiles = math.ceil(problem.m / tm) * math.ceil(problem.n / tn) * problem.batch
     k_steps = math.ceil(problem.k / tk)
-    epilogue_s = tm * tn * (EPILOGUE_STORE + sum(EPILOGUE_COST.get(s.kind, 4.0) for s in spec.epilogue)) / EPILOGUE_RATE
+    store_s = tm * tn * EPILOGUE_STORE / EPILOGUE_RATE
+    epilogue_s = store_s + tm * tn * sum(EPILOGUE_COST.get(s.kind, 4.0) for s in spec.epilogue) / EPILOGUE_RATE
     pingpong = isinstance(t, Sm90Tiles) and t.schedule is Schedule.PINGPONG
     if streamk and splits <= 1:
-        per_tile = max(0.0, epilogue_s - k_steps * step_s) if pingpong else epilogue_s
+        per_tile = max(store_s, epilogue_s - k_steps * step_s) if pingpong else epilogue_s
         compute = (math.ceil(tiles * k_steps / device.sms) * step_s * (1 + STREAMK_FIXUP) + PROLOGUE_STEPS * step_s
                    + math.ceil(tiles / device.sms) * per_tile)
     else:
         per_split = math.ceil(k_steps / splits)
-        per_tile = max(0.0, epilogue_s - per_split * step_s) if pingpong else epilogue_s
+        per_tile = max(store_s, epilogue_s - per_split * step_s) if pingpong else epilogue_s
         compute = math.ceil(tiles * splits / device.sms) * ((per_split + PROLOGUE_STEPS) * step_s + per_tile)
         if splits > 1:
             compute *= 1 + STREAMK_FIXUP

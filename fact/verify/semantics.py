@@ -323,8 +323,9 @@ def _record(gm: Any, inputs: Sequence[Any], keep: set[Any] | None = None) -> dic
 
 @functools.cache
 def _recorder() -> Any:
-    """An fx Interpreter that records node values. Made once: a class made per call is a reference
-    cycle that would hold what it recorded until the garbage collector runs."""
+    """An fx Interpreter that records node values (into the instance, so nothing outlives the
+    call: a class made per call, closing over its values, is a reference cycle that held them until
+    the garbage collector ran)."""
     import torch
 
     class Recorder(torch.fx.Interpreter):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from fact.realize.spec import GemmSpec, Schedule
 from fact.tune.candidates import Space
 from fact.tune.request import Config
 from fact.tune.strategies.base import Evaluate, Options, rank_kernels, seeded
@@ -14,11 +15,17 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
     """Prescreen the top-k kernels (plus the seeds' kernels), then sweep the finalists' knobs."""
     seeds = seeded(space, options)
     kernels = [c.spec for c in seeds]
-    for spec in rank_kernels(space, options):
+    ranked = rank_kernels(space, options)
+    for spec in ranked:
         if len(kernels) >= options.top_k + len(seeds):
             break
         if spec.key not in {k.key for k in kernels}:
             kernels.append(spec)
+    # the model's error on one schedule should cost a candidate, not the winner: the best kernel of a
+    # schedule the top-k lacks takes the place of the lowest-ranked pick (the top pick always stays)
+    missing = _missing_schedules(ranked, kernels)[:max(len(kernels) - len(seeds) - 1, 0)]
+    if missing:
+        kernels = kernels[:len(kernels) - len(missing)] + missing
     screen = [Config(spec, space.knobs[spec.key][0]) for spec in kernels]
     screened = evaluate(screen, reps=options.prescreen_reps)
     results = sorted(((m.median_ms, i) for i, m in enumerate(screened) if m.ok), key=lambda t: t[0])
@@ -30,3 +37,16 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
         if evaluate.exhausted or not math.isfinite(results[0][0] if results else math.inf):
             return
         evaluate(sweep[start:start + options.batch])
+
+
+def _missing_schedules(ranked: list[GemmSpec], chosen: list[GemmSpec]) -> list[GemmSpec]:
+    """The best-ranked kernel of each sm90 schedule worth building (cooperative, ping-pong) that
+    `chosen` lacks; none for sm80 kernels."""
+    seen = {getattr(k.tiles, "schedule", None) for k in chosen}
+    out = []
+    for spec in ranked:
+        schedule = getattr(spec.tiles, "schedule", None)
+        if schedule in (Schedule.COOPERATIVE, Schedule.PINGPONG) and schedule not in seen:
+            seen.add(schedule)
+            out.append(spec)
+    return out
