@@ -173,10 +173,7 @@ def test_a_tuned_schedule_travels_with_every_call_of_its_op() -> None:
 def test_import_fact_registers_the_backend_without_the_entry_point(torch_first: bool) -> None:
     """From a checkout on PYTHONPATH there is no entry point: `import fact` registers the backend,
     before or after torch's backend registry loads."""
-    import subprocess
-    import sys
-
-    script = (
+    preamble = (
         "import importlib.metadata as md, sys\n"
         "real = md.entry_points\n"
         "md.entry_points = lambda **kw: real(group='no such group') if kw.get('group') == 'torch_dynamo_backends' "
@@ -184,16 +181,8 @@ def test_import_fact_registers_the_backend_without_the_entry_point(torch_first: 
         + ("import torch._dynamo\n" if torch_first else "")
         + "import fact, torch\n"
         "assert ('torch._dynamo.backends.registry' in sys.modules) == " + str(torch_first) + "\n"
-        "m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU()).eval()\n"
-        "x = torch.randn(32, 64)\n"
-        "with torch.no_grad():\n"
-        "    torch.testing.assert_close(torch.compile(m, backend='fact')(x), m(x))\n"
-        "from fact.compose.backend import REPORTS\n"
-        "print(len(REPORTS))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1"]
+    assert _compile_with_fact_backend(preamble) == ["1", "gemm_epilogue"]
 
 
 def test_registration_never_fails_an_import() -> None:
@@ -245,14 +234,19 @@ def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
 
 
 def test_fact_is_a_torch_compile_backend_found_by_name_without_importing_it() -> None:
+    preamble = "import sys, torch\nassert 'fact' not in sys.modules\n"
+    assert _compile_with_fact_backend(preamble) == ["1", "gemm_epilogue"]
+
+
+def _compile_with_fact_backend(preamble: str) -> list[str]:
+    """Run `preamble`, then torch.compile(backend="fact") on a small module, in a fresh process;
+    the number of graphs fact compiled and the first one's first pattern."""
     import subprocess
     import sys
 
-    script = (
-        "import sys, torch\n"
+    script = preamble + (
         "m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU()).eval()\n"
         "x = torch.randn(32, 64)\n"
-        "assert 'fact' not in sys.modules\n"
         "with torch.no_grad():\n"
         "    torch.testing.assert_close(torch.compile(m, backend='fact')(x), m(x))\n"
         "from fact.compose.backend import REPORTS\n"
@@ -260,7 +254,7 @@ def test_fact_is_a_torch_compile_backend_found_by_name_without_importing_it() ->
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1", "gemm_epilogue"]
+    return out.stdout.split()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
