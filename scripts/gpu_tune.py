@@ -97,6 +97,7 @@ def main() -> int:
     ap.add_argument("--precision", default="bf16", help="with --suite: the suite precision (exact, tf32, bf16)")
     ap.add_argument("--top-k", type=int, default=5, help="with --suite: kernels built per target (default 5)")
     ap.add_argument("--db", type=Path, help="the tuning database (default OUT/tuning.sqlite)")
+    ap.add_argument("--runoff", type=int, default=5, help="rounds of each target's closing runoff (0: none)")
     args = ap.parse_args()
     start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +145,7 @@ def main() -> int:
             result = tune(t, runner=runner, builder=builder, db=db, strategy="topk", device=device,
                           budget=Budget(configs=64, seconds=240),
                           options=strategies.Options(top_k=top_k, finalists=2, prescreen_reps=10, batch=16),
-                          on_progress=lambda p: None, seed_from_nearest=False)
+                          on_progress=lambda p: None, seed_from_nearest=False, runoff_rounds=args.runoff)
         except NoCandidateError as exc:
             skipped.append({"shape": _shape(t), "dtype": t.dtype.value, "precision": t.precision.value,
                             "epilogue": t.epilogue_tag, "kernel": None, "fact_ms": None,

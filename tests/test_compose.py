@@ -5,6 +5,7 @@ built kernels)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -19,6 +20,7 @@ from torch.nn import functional as F
 import fact
 from fact.compose import ops
 from fact.compose.rewrite import Dispatch, install, last_first
+from fact.core.enums import Layout
 from fact.discover import discover_captured
 from fact.realize import SpecError, spec_for
 from fact.realize.choose import steps_of
@@ -338,17 +340,39 @@ print("ok")
 """
 
 
-def test_operands_that_would_reach_the_kernel_in_another_layout_are_not_composed() -> None:
-    class HeadScores(nn.Module):  # q @ k^T over heads, with a padding mask: a batched GEMM, not attention
-        def forward(self, q: torch.Tensor, k: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
-            return torch.softmax(q @ k.transpose(-2, -1) + pad, dim=-1)
+class HeadScores(nn.Module):  # q @ k^T over heads, with a padding mask: a batched GEMM, not attention
+    def forward(self, q: torch.Tensor, k: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-2, -1) + pad, dim=-1)
 
-    x = [torch.randn(2, 4, 64, 64, dtype=BF16), torch.randn(2, 64, 4, 64, dtype=BF16).transpose(1, 2),
-         torch.zeros(2, 4, 64, 64, dtype=BF16)]
-    plan, captured = discover_captured(HeadScores(), x, arch="sm90")
+
+def _head_scores_inputs():
+    # k with its heads split out of a fused projection: [B, H, T, D] whose B and H share no one stride
+    return [torch.randn(2, 4, 64, 64, dtype=BF16), torch.randn(2, 64, 4, 64, dtype=BF16).transpose(1, 2),
+            torch.randn(2, 4, 64, 64, dtype=BF16)]
+
+
+def test_a_batched_operand_flattened_by_a_copy_is_read_in_the_copys_layout() -> None:
+    x = _head_scores_inputs()
+    plan, captured = discover_captured(HeadScores().eval(), x, arch="sm90")
     [match] = [i.match for i in plan.items if i.match.pattern == "bmm"]
-    with pytest.raises(LookupError, match="not composed"):
-        install(captured.graph_module, match, spec_for(match, "sm90"), reference_kernel(match), "fact_0", device="cpu")
+    assert match.layouts == (Layout.ROW, Layout.ROW)  # k^T reaches the kernel as reshape's row-major copy
+    gm = captured.graph_module
+    install(gm, match, spec_for(match, "sm90"), reference_kernel(match), "fact_0", device="cpu")
+    gm.recompile()
+    exact = HeadScores()(*[t.double() for t in x])
+    err = {name: ((y.double() - exact).norm() / exact.norm()).item()
+           for name, y in (("composed", gm(*x)), ("eager", HeadScores()(*x)))}
+    assert err["composed"] <= 2 * err["eager"] + 1e-3, err
+    assert _dispatches(gm)[0].kernel_calls == 1
+
+
+def test_operands_that_would_reach_the_kernel_in_another_layout_are_not_composed() -> None:
+    x = _head_scores_inputs()
+    plan, captured = discover_captured(HeadScores().eval(), x, arch="sm90")
+    [match] = [i.match for i in plan.items if i.match.pattern == "bmm"]
+    spec = dataclasses.replace(spec_for(match, "sm90"), layout_b=Layout.COL)
+    with pytest.raises(LookupError, match="B reaches the kernel row-major; it was built col-major"):
+        install(captured.graph_module, match, spec, reference_kernel(match), "fact_0", device="cpu")
 
 
 @pytest.mark.parametrize("mode", ["train", "autocast"])
@@ -449,3 +473,113 @@ def test_the_backend_composes_in_the_mode_the_graph_computes_in() -> None:
             torch.compile(module, backend=fact_backend)(x)
         [report] = REPORTS[before:]
         assert (TRAINING_NOTE in report.notes) is train
+
+
+class CausalBlock(nn.Module):
+    """minGPT's attention: heads split out of one projection, a causal tril buffer as the mask."""
+
+    def __init__(self, n_embd: int = 64, n_head: int = 2, block_size: int = 32) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.register_buffer("mask", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        att = F.softmax(att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+        return (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+
+
+def _dynamo_graph(module: nn.Module, x: torch.Tensor) -> tuple[torch.fx.GraphModule, list]:
+    """The graph and example inputs torch.compile hands a backend (parameters and buffers as inputs)."""
+    got = {}
+
+    def backend(gm, example_inputs):
+        got.update(gm=gm, inputs=list(example_inputs))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(module, backend=backend)(x)
+    return got["gm"], got["inputs"]
+
+
+def test_a_compiled_graphs_mask_buffer_is_read_by_value_and_pinned() -> None:
+    """In a torch.compile graph the causal mask is an input, not an attribute: it is read by its value
+    (Dynamo marks it as the module's buffer) and the kernel runs only while the buffer holds it."""
+    from fact.verify.semantics import check_matches
+
+    torch.manual_seed(0)
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    graph, inputs = _dynamo_graph(module, x)
+    plan, captured = discover_captured(graph, inputs, arch="sm90")
+    [attention] = [i.match for i in plan.items if i.match.attention is not None]
+    assert attention.attention.mask == "causal" and ("pinned", next(iter(captured.buffers))) in attention.operands
+    assert not [i for i in plan.items if i.match.pattern == "bmm"]  # q @ k^T belongs to the attention
+    [agreement] = check_matches(captured, [attention], inputs, seeds=(0,))
+    assert agreement.agrees, agreement.reason  # checked with the buffer's own value, not a random draw
+
+    gm = captured.graph_module
+    install(gm, attention, spec_for(attention, "sm90"), reference_kernel(attention), "fact_0", device="cpu",
+            buffers=captured.buffers)
+    gm.recompile()
+    gm.eval()
+    [dispatch] = _dispatches(gm)
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            return gm(*inputs)[0]
+
+    torch.testing.assert_close(run(), module(x), atol=2e-2, rtol=2e-2)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 0)
+    module.mask[0, 0, 0, 1] = 1.0  # in place: key 1 is now visible to query 0
+    torch.testing.assert_close(run(), module(x), atol=2e-2, rtol=2e-2)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+    module.mask[0, 0, 0, 1] = 0.0  # causal again: checked once, then served by the kernel
+    run(), run()
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (3, 1)
+    inputs[next(i for i, t in enumerate(inputs) if t is module.mask)] = torch.ones_like(module.mask)  # not causal
+    run()
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (3, 2)
+
+
+def test_a_mask_buffer_that_is_not_causal_is_not_read_as_causal() -> None:
+    module = CausalBlock().to(BF16).eval()
+    module.mask.copy_(torch.tril(torch.ones_like(module.mask), diagonal=1))  # each query sees one key ahead
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    graph, inputs = _dynamo_graph(module, x)
+    plan, _ = discover_captured(graph, inputs, arch="sm90")
+    assert not [i for i in plan.items if i.match.attention is not None]
+
+
+def test_a_module_buffer_mask_is_pinned_too() -> None:
+    """At module level the mask is an attribute the match reads: changed in place after synthesis,
+    the composed module sees it and runs the original ops; pickled, it checks the value again."""
+    import io
+
+    torch.manual_seed(0)
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    gm, _ = composed(module, [x])
+    assert gm.mask is module.mask
+    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    causal = module.mask.clone()
+    with torch.no_grad():
+        gm(x)
+        gm.mask.fill_(1.0)  # no mask at all
+        torch.testing.assert_close(gm(x), module(x), atol=2e-2, rtol=2e-2)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+    saved = io.BytesIO()
+    torch.save(gm, saved)
+    saved.seek(0)
+    restored = torch.load(saved, weights_only=False)
+    [again] = [d for d in _dispatches(restored) if d.call is not None and d.call.kind == "attention"]
+    before = again.kernel_calls, again.fallbacks
+    with torch.no_grad():
+        restored(x)  # still no mask: the original ops
+        restored.mask.copy_(causal)
+        restored(x), restored(x)  # causal again: the kernel
+    assert (again.kernel_calls - before[0], again.fallbacks - before[1]) == (2, 1)

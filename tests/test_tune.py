@@ -467,3 +467,73 @@ def test_strategies_replay_h100_measurements(strategy: str, tmp_path: Path) -> N
     assert measured and all(m.verified for m in measured)
     best = min(measured, key=lambda m: m.median_ms)
     assert best.median_ms <= 1.05 * min(m.median_ms for m in full)
+
+
+class DriftingRunner(ReplayRunner):
+    """A replay on a GPU that slows down as it works: every request takes `drift` longer than the one
+    before it (sustained load heating the chip), the baseline too."""
+
+    def __init__(self, recorded_: list[Measurement], drift: float) -> None:
+        super().__init__(recorded_)
+        self.drift = drift
+
+    def run(self, requests):
+        out = []
+        for r in requests:
+            [m] = super().run([r])
+            out.append(dataclasses.replace(m, median_ms=m.median_ms * (1 + self.drift) ** self.calls)
+                       if m.ok else m)
+        return out
+
+
+def test_the_runoff_picks_the_true_winner_that_drift_hid(tmp_path: Path) -> None:
+    """An exhaustive sweep on a GPU getting slower: the config measured first looks fastest though it
+    is 1 % slower than the true best, measured later. Interleaved rounds against the baseline, ranked
+    by ratio, find the true best, and the database then answers with it."""
+    t = target()
+    rec = recorded(t)
+    order = ReplayRunner(rec)
+    order_log: list[tuple[str, str]] = []
+    order.run = lambda rs, run=order.run: (order_log.extend((r.spec.key, r.knobs.to_json()) for r in rs), run(rs))[1]
+    tune(t, runner=order, builder=NullBuilder(), strategy="exhaustive", runoff_rounds=0)
+    best = true_best(rec)
+    position = order_log.index((best.spec_key, best.knobs))
+    first = next(key for key in order_log if key[0] != best.spec_key)
+    assert position - order_log.index(first) >= 20  # the recording measures the best late enough
+    rec = [dataclasses.replace(m, median_ms=best.median_ms * 1.01) if (m.spec_key, m.knobs) == first else m
+           for m in rec]
+
+    drift = 1.02 ** (1 / (position - order_log.index(first))) - 1  # 2 % slower from `first` to the best
+
+    def sweep(rounds: int, db: TuningDB | None = None):
+        return tune(t, runner=DriftingRunner(rec, drift=drift), builder=NullBuilder(), db=db,
+                    strategy="exhaustive", runoff_rounds=rounds)
+
+    plain = sweep(0).best
+    assert plain is not None and (plain[1].spec_key, plain[1].knobs) != (best.spec_key, best.knobs)  # drift hid it
+    db = db_at(tmp_path / "t.sqlite")
+    winner = sweep(5, db).best
+    assert winner is not None and (winner[1].spec_key, winner[1].knobs) == (best.spec_key, best.knobs)
+    assert winner[1].runs == 5 * 30
+    stored = db.best(t)
+    assert stored is not None and stored[1].spec_key == best.spec_key
+    # drift cancels in the ratio: the runoff's speedup is the recorded one
+    assert stored[1].baseline_ms / stored[1].median_ms == pytest.approx(best.baseline_ms / best.median_ms, rel=0.01)
+
+
+def test_a_runoff_finalist_that_fails_a_round_is_not_the_winner() -> None:
+    t = target()
+    rec = recorded(t)
+    best = true_best(rec)
+
+    class FailsLater(ReplayRunner):
+        def run(self, requests):
+            out = super().run(requests)
+            return [failure(m.spec_key, m.kernel, m.knobs, m.problem, Status.ILLEGAL_ADDRESS, "planted")
+                    if self.calls > len(rec) and m.spec_key == best.spec_key and m.knobs == best.knobs else m
+                    for m in out]
+
+    result = tune(t, runner=FailsLater(rec), builder=NullBuilder(), strategy="exhaustive", runoff_rounds=3)
+    assert result.best is not None and result.best[1].spec_key != best.spec_key
+    [failed] = [m for _, m in result.measurements if (m.spec_key, m.knobs) == (best.spec_key, best.knobs)]
+    assert failed.status is Status.ILLEGAL_ADDRESS and failed.reason.startswith("runoff:")

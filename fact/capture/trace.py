@@ -8,7 +8,7 @@ import copy
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fact.core.enums import DType
@@ -31,6 +31,9 @@ class CapturedGraph:
     level: Level
     inputs: tuple[TensorSpec, ...]
     trace_notes: tuple[str, ...] = ()
+    # placeholder name -> tensor, for inputs that are the module's own buffers (a graph from
+    # torch.compile takes them as inputs): read by value like a module's buffers (a causal mask)
+    buffers: dict[str, Any] = field(default_factory=dict)
 
     def spec(self, node: Any) -> TensorSpec | None:
         return node.meta.get("fact_spec")
@@ -220,7 +223,20 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     elif lvl == "aten":
         gm.training = False  # exported in eval mode (dropout gone); such a module has no train()
     specs = tuple(s for s in (_spec_of(x) for x in inputs) if s is not None)
-    return CapturedGraph(graph_module=gm, level=lvl, inputs=specs, trace_notes=tuple(notes))
+    buffers = _buffer_inputs(gm, inputs) if isinstance(module_or_graph, torch.fx.GraphModule) and lvl == "module" else {}
+    return CapturedGraph(graph_module=gm, level=lvl, inputs=specs, trace_notes=tuple(notes), buffers=buffers)
+
+
+def _buffer_inputs(gm: Any, inputs: Sequence[Any]) -> dict[str, Any]:
+    """The inputs of a torch.compile graph that are its module's buffers: Dynamo marks the module's
+    own tensors as static inputs (and does not guard on their values); of those, the ones that are
+    not parameters."""
+    import torch
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {n.name: x for n, x in zip(placeholders, inputs, strict=False)
+            if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter)
+            and (n.meta.get("tensor_dict") or {}).get("_dynamo_static_input_type")}
 
 
 def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: list[str]) -> tuple[Any, Level]:

@@ -9,7 +9,8 @@ ops, and the module counts how often that happened.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -31,6 +32,15 @@ class Operand:
     dtype: str
 
 
+@dataclass(frozen=True, eq=False)
+class Pin:
+    """A Dispatch input the match was read by the value of (a causal-mask buffer): the kernel serves
+    only while the input holds `value`."""
+
+    index: int
+    value: Any  # a copy of the tensor as judged
+
+
 @dataclass(frozen=True)
 class KernelCall:
     """How a Dispatch calls its verified kernel."""
@@ -43,6 +53,7 @@ class KernelCall:
     kernel: str = ""  # the kernel's procedural name, for reports
     device: str = "cuda"  # the device type the kernel runs on
     knobs: tuple[int, int, int] = (0, 1, 1)  # GEMM only: the run-time schedule it was verified with
+    pins: tuple[Pin, ...] = field(default=(), compare=False)
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -58,6 +69,7 @@ class Dispatch(nn.Module):
         self.match_id = match_id
         self.kernel_calls = 0
         self.fallbacks = 0
+        self._held: dict[int, tuple[Any, int]] = {}  # pin -> (the tensor, its version) last seen to hold it
         self.register_state_dict_post_hook(_without_original)
         self.register_load_state_dict_pre_hook(_original_as_is)
 
@@ -65,11 +77,36 @@ class Dispatch(nn.Module):
         # training (dropout inside a match was read as identity) and autocast (the original would
         # run in another dtype) keep the original ops
         if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
-                and _fits(self.call, inputs, self.original)):
+                and _fits(self.call, inputs, self.original) and self._pins_hold(inputs)):
             self.kernel_calls += 1
             return call_kernel(self.call, inputs, self.original)
         self.fallbacks += 1
         return self.original(*inputs)
+
+    def _pins_hold(self, inputs: tuple[Any, ...]) -> bool:
+        """Whether every pinned input (a mask buffer) still holds the value the match was read by.
+        The same tensor at the same version is known to (a pointer and a counter: cheap); any other
+        tensor, or one written to since, is compared with the value once. A compiled or exported
+        composed module trusts its pins: it cannot read a version counter, so a buffer's values
+        changed in place after synthesis are seen only by the module run eagerly."""
+        assert self.call is not None
+        if not self.call.pins or torch.compiler.is_compiling():
+            return True
+        for i, pin in enumerate(self.call.pins):
+            t = inputs[pin.index]
+            held = self._held.get(i)
+            if held is not None and held[0]() is t and held[1] == t._version:
+                continue
+            if not (isinstance(t, torch.Tensor) and t.shape == pin.value.shape and t.dtype == pin.value.dtype
+                    and torch.equal(t, pin.value.to(t.device))):
+                return False
+            self._held[i] = (weakref.ref(t), t._version)
+        return True
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_held"] = {}  # references to this process's tensors
+        return state
 
 
 # The original subgraph holds no tensor of its own: get_attr reads come in as inputs, and the modules
@@ -250,7 +287,7 @@ def operands_for(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.N
     by_name = {n.name: i for i, n in enumerate(inputs)}
     out = []
     for role, ref in match.operands:
-        if role == "mask":
+        if role in ("mask", "pinned"):
             continue
         if ref in by_name:
             node = inputs[by_name[ref]]
@@ -272,6 +309,22 @@ def operands_for(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.N
     return tuple(out)
 
 
+def _pins(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.Node],
+          buffers: dict[str, Any]) -> tuple[Pin, ...]:
+    """The Dispatch inputs the match was read by the value of, each with a copy of that value."""
+    index = {n.name: i for i, n in enumerate(inputs)}
+    pins = []
+    for role, ref in match.operands:
+        if role != "pinned":
+            continue
+        node = inputs[index[ref]] if ref in index else None
+        if node is None or (node.op != "get_attr" and ref not in buffers):
+            raise LookupError(f"the match was read by the value of {ref}, which is not a buffer of the module")
+        value = _attribute(gm, str(node.target)) if node.op == "get_attr" else buffers[ref]
+        pins.append(Pin(index[ref], value.detach().clone()))
+    return tuple(pins)
+
+
 def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
     """`matches` from the last in the graph to the first: installing in that order leaves every
     later match's operands (outputs of earlier ones) in place until it is installed."""
@@ -280,7 +333,8 @@ def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
 
 
 def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name: str,
-            device: str = "cuda", knobs: tuple[int, int, int] = (0, 1, 1)) -> KernelCall:
+            device: str = "cuda", knobs: tuple[int, int, int] = (0, 1, 1),
+            buffers: dict[str, Any] | None = None) -> KernelCall:
     """Register `kernel` as the custom op of `spec` and put a guarded call to it where `match` was.
 
     Install a graph's matches in `last_first` order.
@@ -293,6 +347,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         name: the Dispatch submodule's attribute name.
         device: the device type the kernel serves.
         knobs: a GEMM's run-time scheduling knobs (raster, swizzle, splits), as verified.
+        buffers: the values of placeholders that are the module's buffers (CapturedGraph.buffers).
 
     Raises:
         LookupError: when the match's nodes cannot be replaced by one call (the reason says why).
@@ -310,7 +365,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
-                      tuple(knobs) if match.attention is None else (0, 1, 1))
+                      tuple(knobs) if match.attention is None else (0, 1, 1), _pins(gm, match, inputs, buffers or {}))
     broken = breach(call, spec)
     if broken is not None:
         raise LookupError(f"not composed: {broken}")

@@ -298,7 +298,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             spec = ready[item.match.id][0]
             try:
                 call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name)),
-                               f"fact_{index}")
+                               f"fact_{index}", buffers=captured.buffers)
             except LookupError as exc:
                 rep.status, rep.reason = "kept", str(exc)
                 continue
@@ -329,7 +329,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             cache.note(library.key, name, rep.verification)
         try:
             call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name), schedule),
-                           f"fact_{index}", knobs=schedule)
+                           f"fact_{index}", knobs=schedule, buffers=captured.buffers)
         except LookupError as exc:
             rep.status, rep.reason = "kept", str(exc)
             continue

@@ -44,35 +44,40 @@ def _is_tensor(n: Any) -> bool:
 _NEG_INF_FILL = -1e4
 
 
-def _is_causal_mask(mask: Any, fill: Any, root: Any) -> tuple[bool, list[Any]]:
+def _is_causal_mask(mask: Any, fill: Any, root: Any, buffers: dict[str, Any]) -> tuple[bool, list[Any], list[Any]]:
     """Whether `masked_fill(scores, mask, fill)` applies a causal mask: the mask's value is True
     exactly above the diagonal (the future keys) and the fill removes those scores (-inf, or a
     constant so negative that softmax gives it no weight). The mask is *evaluated* (its buffer, its
-    comparison, its slicing to the sequence length), so every spelling is judged by what it computes."""
+    comparison, its slicing to the sequence length), so every spelling is judged by what it computes.
+
+    Returns whether it is, the nodes computing the mask, and the buffers it was computed from (a
+    composed kernel runs only while they hold the values judged here)."""
     import torch
 
     if not isinstance(fill, (int, float)) or isinstance(fill, bool) or fill > _NEG_INF_FILL:
-        return False, []
-    evaluated = static_value(mask, root)
+        return False, [], []
+    evaluated = static_value(mask, root, buffers)
     if evaluated is None:
-        return False, []
+        return False, [], []
     value, nodes = evaluated
     if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.dtype is not torch.bool:
-        return False, []
+        return False, [], []
     sq, sk = value.shape[-2:]
     future = torch.ones(sq, sk, dtype=torch.bool, device=value.device).triu(1)
     if not all(torch.equal(m, future) for m in value.reshape(-1, sq, sk)):
-        return False, []
-    return True, [n for n in nodes if n.op != "get_attr"]
+        return False, [], []
+    sources = [n for n in nodes if n.op in ("get_attr", "placeholder")]
+    return True, [n for n in nodes if n not in sources], sources
 
 
 _MAX_MASK_NODES = 32
 
 
-def static_value(node: Any, root: Any) -> tuple[Any, list[Any]] | None:
+def static_value(node: Any, root: Any, buffers: dict[str, Any] | None = None) -> tuple[Any, list[Any]] | None:
     """The value of a node computed from buffers and input sizes alone (a mask sliced to the sequence
     length, a scale of 1/sqrt(k.size(-1))), with the tensor nodes it took; None when it depends on
-    anything else (an input's values, an op outside the mask vocabulary)."""
+    anything else (an input's values, an op outside the mask vocabulary). `buffers` holds the values
+    of placeholders that are the module's buffers (fact.capture.CapturedGraph.buffers)."""
     import torch
 
     values: dict[Any, Any] = {}
@@ -89,6 +94,8 @@ def static_value(node: Any, root: Any) -> tuple[Any, list[Any]] | None:
             out: Any = root
             for part in str(n.target).split("."):
                 out = getattr(out, part)
+        elif n.op == "placeholder" and buffers and n.name in buffers:
+            out = buffers[n.name]
         elif _is_size_of(n):
             shape = _spec(n.args[0]).shape if _spec(n.args[0]) is not None else None
             if shape is None:
@@ -228,8 +235,9 @@ def _reaches_matmul(n: Any, root: Any) -> bool:
     return False
 
 
-def match_softmax(op: Op, root: Any) -> AttentionFound | None:
-    """Walk back from a last-dim softmax to q.k^T and forward to .v."""
+def match_softmax(op: Op, root: Any, buffers: dict[str, Any] | None = None) -> AttentionFound | None:
+    """Walk back from a last-dim softmax to q.k^T and forward to .v. `buffers`: the values of
+    placeholders that are the module's buffers (a causal mask may be one)."""
     dim = op.attrs.get("dim", -1)
     spec = _spec(op.node)
     if spec is None or dim not in (-1, len(spec.shape) - 1):
@@ -254,13 +262,15 @@ def match_softmax(op: Op, root: Any) -> AttentionFound | None:
             fill = cur.args[2] if len(cur.args) > 2 else cur.kwargs.get("value")
             if isinstance(fill, (int, float)) and not isinstance(fill, bool):
                 fill = fill * scale
-            causal, mask_nodes = (_is_causal_mask(cop.tensors[1], fill, root) if len(cop.tensors) > 1
-                                  and cop.tensors[0] is cur.args[0] else (False, []))
+            causal, mask_nodes, sources = (_is_causal_mask(cop.tensors[1], fill, root, buffers or {})
+                                           if len(cop.tensors) > 1 and cop.tensors[0] is cur.args[0]
+                                           else (False, [], []))
             if not causal or mask != "none":
                 notes.append("masked_fill with a mask that is not a causal tril buffer")
                 return None
             mask = "causal"
             nodes += [cur, *mask_nodes]
+            operands += [("pinned", s.name) for s in sources]
             cur = cop.tensors[0]
         elif (cop.kind == "add" and len(cop.tensors) == 2 and mask == "none" and cop.attrs.get("alpha", 1) == 1
               and scale == 1.0):

@@ -62,6 +62,18 @@ def _spec(n: Any) -> TensorSpec | None:
     return n.meta.get("fact_spec") if hasattr(n, "meta") else None
 
 
+def _batched_layout(spec: TensorSpec) -> Layout | None:
+    """The layout of a [..., M, K] operand as the kernel receives it: flattened to one batch mode the
+    way composition flattens it (`reshape`), which copies into a row-major tensor when the leading
+    dims share no single stride (heads split out of a fused projection)."""
+    if len(spec.shape) <= 3:
+        return spec.matrix_layout()
+    import torch
+
+    flat = torch.empty_strided(spec.shape, spec.strides, device="meta").reshape(-1, *spec.shape[-2:])
+    return TensorSpec(tuple(flat.shape), spec.dtype, tuple(flat.stride())).matrix_layout()
+
+
 def _layout_2d(spec: TensorSpec, flatten: bool) -> Layout | None:
     if flatten and len(spec.shape) > 2:
         return Layout.ROW if spec.is_contiguous else None
@@ -167,7 +179,7 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
         batch = 1
         for d in lead:
             batch *= d
-        la, lb = a_spec.matrix_layout(), b_spec.matrix_layout()
+        la, lb = _batched_layout(a_spec), _batched_layout(b_spec)
         if la is None or lb is None:
             return "an operand is neither row- nor column-major"
         if kind == "baddbmm" and (op.attrs.get("beta", 1) != 1 or op.attrs.get("alpha", 1) != 1):
@@ -354,7 +366,8 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
         op = views[n]
         if op is None or op.kind not in table.ATTENTION_RULE.anchors or n in covered:
             continue
-        found: AttentionFound | None = match_sdpa(op, root) if op.kind == "sdpa" else match_softmax(op, root)
+        found: AttentionFound | None = (match_sdpa(op, root) if op.kind == "sdpa"
+                                        else match_softmax(op, root, getattr(captured, "buffers", None)))
         if found is None:
             continue
         _add_attention(found, result, covered, order)

@@ -45,8 +45,9 @@ class Match:
     # constants of each epilogue step (scale factor, leaky slope, clamp bounds), aligned with `epilogue`
     epilogue_args: tuple[tuple[float | None, float | None], ...] = ()
     # where the kernel's operands come from, as (role, reference) pairs. Roles: a, b (B as [K, N]),
-    # w (a weight stored [N, K], B = w^T), bias, residual; q, k, v, mask for attention. A reference
-    # is an fx node name, or "param:<qualified name>" for a parameter a call_module node reads.
+    # w (a weight stored [N, K], B = w^T), bias, residual; q, k, v, mask for attention; pinned for a
+    # buffer the match was read by the value of (a causal mask: the kernel serves only that value).
+    # A reference is an fx node name, or "param:<qualified name>" for a parameter a call_module node reads.
     operands: tuple[tuple[str, str], ...] = ()
 
     def operand(self, role: str) -> str | None:

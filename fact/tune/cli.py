@@ -21,6 +21,7 @@ from fact.core.errors import UsageError
 from fact.core.specs import ProblemShape
 from fact.realize.spec import Step
 from fact.tune.candidates import Target
+from fact.tune.sweep import RUNOFF_ROUNDS
 
 _DTYPES = {"bf16": (DType.BF16, Precision.BF16), "f16": (DType.F16, Precision.FP16),
            "tf32": (DType.F32, Precision.TF32), "f32": (DType.F32, Precision.EXACT)}
@@ -46,6 +47,9 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--budget", type=int, default=64, help="most configs to measure (default 64)")
     t.add_argument("--seconds", type=float, default=300.0, help="wall-time budget in seconds (default 300)")
     t.add_argument("--top-k", type=int, default=6, help="kernels the topk strategy builds (default 6)")
+    t.add_argument("--runoff", type=int, default=RUNOFF_ROUNDS,
+                   help=f"rounds of the closing runoff: the finalists and cuBLAS timed interleaved, ranked by "
+                        f"ratio (default {RUNOFF_ROUNDS}; 0: none)")
     t.add_argument("--db", help="tuning database (default $FACT_CACHE_DIR/tuning.sqlite)")
     t.add_argument("--replay", help="answer from recorded measurements (an exported JSON-lines file)")
     t.add_argument("--save", help="folder for results.json and one figure per sweep")
@@ -180,7 +184,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 with live_view(console) as update:
                     result = tune(t, runner=runner, builder=builder, db=db, strategy=args.strategy, device=device,
                                   budget=Budget(configs=args.budget, seconds=args.seconds),
-                                  options=strategies.Options(top_k=args.top_k), on_progress=update)
+                                  options=strategies.Options(top_k=args.top_k), on_progress=update,
+                                  runoff_rounds=args.runoff)
             except NoCandidateError as exc:
                 console.print(f"not tuned: {exc}", soft_wrap=True, markup=False)
                 continue

@@ -7,11 +7,18 @@ remembering every measurement, a budget in configs and in seconds with a live ET
 What was measured before (same environment, same key) is answered from the database and costs
 no GPU time, so an interrupted sweep resumes where it stopped. A winner must be verified; a
 speedup over 10x the baseline is flagged for review rather than believed.
+
+A GPU under minutes of sustained load drifts (an H100 by up to ~9 % in absolute time), more than the
+top configs of a shape differ by, so their order within one sweep is noise. The sweep therefore ends
+in a runoff: the closest finalists and the baseline measured again, interleaved in rotating order
+over several rounds, and ranked by the median of their per-round ratio to the baseline.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,12 +28,15 @@ from fact.tune import strategies
 from fact.tune.candidates import Space, Target, enumerate_space
 from fact.tune.db import TuningDB
 from fact.tune.device import H100_SXM, DeviceProfile
-from fact.tune.measurement import FULL_REPS, Measurement, Status, failure, fastest
+from fact.tune.measurement import FULL_REPS, Measurement, Status, failure, fastest, summarise
 from fact.tune.rank import rank
 from fact.tune.request import BenchRequest, Config
 from fact.tune.runners import Builder, Runner
 
+log = logging.getLogger(__name__)
 DEFAULT_REPS = FULL_REPS
+RUNOFF_ROUNDS = 5  # interleaved rounds of the runoff (0: none)
+RUNOFF_FINALISTS = 4  # configs in the runoff, besides the baseline
 
 
 class SimulatedClock:
@@ -219,6 +229,75 @@ class Sweep:
             self.on_progress(p)
 
 
+def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FINALISTS) -> None:
+    """Measure the fastest `finalists` configs and the baseline again, interleaved: in each of
+    `rounds` rounds every one runs once (`sweep.reps` timed runs), the order rotated by a place per
+    round, so that drift in the GPU's speed touches all of them alike. A finalist's result is the
+    median of its per-round ratio to the baseline's time in the same round, stated in ms at the
+    baseline's median over the rounds; its runs are those of every round. It replaces the finalist's
+    sweep measurement (in the database too), and `fastest` prefers runoff results (more runs than a
+    full measurement) to any other. A finalist that fails a round fails the runoff, with the reason.
+    A target that had its runoff (one of its results has a runoff's runs) does not get a second.
+    """
+    ranked = sorted((sm for sm in sweep.results.values() if sm[1].ok and sm[1].verified and not sm[1].flagged),
+                    key=lambda sm: sm[1].median_ms)
+    if any(m.runs > max(sweep.reps, FULL_REPS) for _, m in sweep.results.values()):
+        return  # this target had its runoff (the database remembers it): no GPU time for a second
+    full = [sm for sm in ranked if sm[1].runs >= sweep.reps]
+    chosen = [Config(spec, _knobs_of(m)) for spec, m in full[:finalists]]
+    if rounds < 2 or len(chosen) < 2 or sweep.budget.exhausted:
+        return
+    runner = getattr(sweep.runner, "single", lambda: sweep.runner)()  # ratios hold within one device
+    lib = {c.spec.key: sweep._libraries.get(c.spec.key) for c in chosen}
+    entrants: list[Config | None] = [None, *chosen]  # None: the baseline
+    times: dict[int, list[Measurement]] = {i: [] for i in range(len(entrants))}
+    started = time.monotonic()
+    for r in range(rounds):
+        order = [(i + r) % len(entrants) for i in range(len(entrants))]
+        requests = [_runoff_request(entrants[i], lib, sweep) for i in order]
+        try:
+            measured = runner.run(requests)
+        except Exception as exc:  # a runner must not raise; if one does, the runoff is void
+            log.warning("runoff abandoned: the runner raised %s: %s", type(exc).__name__, exc)
+            return
+        for i, m in zip(order, measured, strict=True):
+            times[i].append(m)
+    base = times[0]
+    if not all(m.ok for m in base):
+        log.warning("runoff abandoned: the baseline failed a round (%s)", next(m.reason for m in base if not m.ok))
+        return
+    base_ms = statistics.median(m.median_ms for m in base)
+    seconds = time.monotonic() - started
+    for i, config in enumerate(chosen, start=1):
+        got = times[i]
+        bad = next((m for m in got if not (m.ok and m.verified)), None)
+        if bad is not None:
+            result = failure(config.spec.key, config.spec.name, config.knobs.to_json(), sweep.target.problem,
+                             bad.status if not bad.ok else Status.WRONG,
+                             f"runoff: {bad.reason or 'unverified in a round'}", seconds / len(chosen))
+        else:
+            ratio, spread = summarise([m.median_ms / b.median_ms for m, b in zip(got, base, strict=True)])
+            result = replace(got[0], median_ms=base_ms * ratio, spread=spread, runs=sum(m.runs for m in got),
+                             baseline_ms=base_ms, seconds=seconds / len(chosen), cached=False)
+        if sweep.db is not None:
+            sweep.db.record(sweep.target, config.spec, result)
+        sweep.results[config.key] = (config.spec, result)
+    sweep.progress.baseline_ms = base_ms
+    best = fastest(list(sweep.results.values()))
+    sweep.progress.best = best[1] if best is not None else None
+    sweep.progress.last = f"runoff: {len(chosen)} finalists x {rounds} rounds against the baseline"
+    sweep._report()
+
+
+def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: Sweep) -> BenchRequest:
+    if config is None:
+        any_spec = sweep.space.kernels[0]
+        return BenchRequest("", "", Config(any_spec), sweep.target.problem, reps=sweep.reps, baseline=True)
+    lib = libraries.get(config.spec.key)
+    return BenchRequest(str(getattr(lib, "path", "")), str(getattr(lib, "module_name", "")), config,
+                        sweep.target.problem, reps=sweep.reps, timeout_s=sweep.timeout_s)
+
+
 def measure_baseline(runner: Runner, target: Target, space: Space) -> float:
     """The reference library's time on the target (cuBLAS + eager epilogue), nan if unavailable."""
     request = BenchRequest("", "", Config(space.kernels[0]), target.problem, baseline=True)
@@ -233,7 +312,7 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
          strategy: str = "topk", budget: Budget | None = None, device: DeviceProfile = H100_SXM,
          options: strategies.Options | None = None, on_progress: Callable[[Progress], None] | None = None,
          reps: int = DEFAULT_REPS, use_heuristics: bool = True, seed_from_nearest: bool = True,
-         timeout_s: float = 120.0, space: Space | None = None) -> SweepResult:
+         timeout_s: float = 120.0, space: Space | None = None, runoff_rounds: int = RUNOFF_ROUNDS) -> SweepResult:
     """Tune one target: enumerate, rank, search with `strategy`, record everything.
 
     Args:
@@ -247,6 +326,7 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
         on_progress: called with a Progress after every batch (the live view).
         space: the candidates, when they do not come from the CUTLASS hierarchy's enumeration (the
             renders of a synthesized composition's tunables: fact.agentic.sweep).
+        runoff_rounds: rounds of the closing runoff of the finalists against the baseline (0: none).
 
     Raises:
         NoCandidateError: no kernel can serve the target (the message says why).
@@ -270,6 +350,7 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
     baseline = _baseline(db, runner, target, space)
     progress.baseline_ms = baseline
     strategies.get(strategy)(space, sweep, opts)
+    runoff(sweep, runoff_rounds)
     return SweepResult(target, strategy, ranking, list(sweep.results.values()), len(space.all_configs()),
                        space.rejection_summary(), baseline, budget.elapsed, seeded_from)
 
@@ -299,5 +380,5 @@ def _planned(strategy: str, space: Space, opts: strategies.Options, budget: Budg
     return min(total, budget.configs) if budget.configs is not None else total
 
 
-__all__ = ["DEFAULT_REPS", "Budget", "Progress", "SimulatedClock", "Sweep", "SweepResult", "measure_baseline",
-           "tune"]
+__all__ = ["DEFAULT_REPS", "RUNOFF_FINALISTS", "RUNOFF_ROUNDS", "Budget", "Progress", "SimulatedClock", "Sweep",
+           "SweepResult", "measure_baseline", "runoff", "tune"]

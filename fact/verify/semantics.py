@@ -84,6 +84,7 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
         shapes = [_reduced(example_inputs, device), _reduced(example_inputs, device, first_only=True)]
         if flops <= 8 * FULL_SHAPE_FLOPS or torch.device(device).type == "cuda":
             shapes.append(_full(example_inputs, device))
+    shapes = [_keep_buffers(gm, captured, example_inputs, attempt, device) for attempt in shapes]
     needed = {n for m in matches for n in _needs(gm, m)}
     recorded, error = None, ""
     for attempt in shapes:
@@ -106,7 +107,8 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
             _same_dtype(captured, m)
             with torch.no_grad():
                 spreads = ATTENTION_SPREADS if m.attention is not None else GEMM_SPREADS
-                err = max(_disagreement(gm, m, recorded, seed, spread) for seed in seeds for spread in spreads)
+                err = max(_disagreement(gm, m, recorded, seed, spread, getattr(captured, "buffers", ()))
+                          for seed in seeds for spread in spreads)
         except _Unreadable as exc:
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
             continue
@@ -259,7 +261,8 @@ def _same_dtype(captured: Any, match: Match) -> None:
                           f"{match.dtype.value}: refused")
 
 
-def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int, spread: float = 3.0) -> float:
+def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int, spread: float = 3.0,
+                  buffers: Any = ()) -> float:
     import torch
 
     gen = torch.Generator().manual_seed(seed)  # drawn on the CPU, so every device sees the same values
@@ -267,7 +270,7 @@ def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int, sp
     for n in _inputs_of(gm, match):
         if n not in recorded:
             raise _Unreadable(f"node {n.name} feeding the match has no recorded value")
-        env[n] = _fresh(recorded[n], n, gen, spread)
+        env[n] = recorded[n] if n.name in buffers else _fresh(recorded[n], n, gen, spread)
     got = evaluate_subgraph(gm, match, env)
 
     def value(ref: str) -> Any:
@@ -298,7 +301,8 @@ def _disagreement(gm: Any, match: Match, recorded: dict[Any, Any], seed: int, sp
 
 def _fresh(recorded: Any, node: Any, gen: Any, spread: float = 3.0) -> Any:
     """A fresh random tensor in place of a floating value flowing into the subgraph; the module's own
-    parameters and buffers (get_attr) and every non-floating value are kept."""
+    parameters and buffers (get_attr; as graph inputs, `_disagreement` keeps them) and every
+    non-floating value are kept."""
     import torch
 
     if node.op == "get_attr" or not isinstance(recorded, torch.Tensor) or not recorded.is_floating_point():
@@ -388,6 +392,21 @@ def _float64_copy(gm: Any) -> Any:
                 scale = max(float(p.abs().max()) if p.numel() else 0.0, 0.05)
                 p.copy_((torch.rand(p.shape, generator=gen, dtype=torch.float64) * 2 - 1) * scale)
     return copied
+
+
+def _keep_buffers(gm: Any, captured: Any, example_inputs: Sequence[Any], drawn: list[Any], device: Any) -> list[Any]:
+    """`drawn` with the inputs that are the module's buffers (a graph from torch.compile takes them as
+    inputs) given back their own values, in float64 where floating: drawn at random, a causal mask
+    would not be one. Parameters stay drawn, as everywhere in the check."""
+    import torch
+
+    buffers = getattr(captured, "buffers", None) or {}
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    out = list(drawn)
+    for i, (name, x) in enumerate(zip(placeholders, example_inputs, strict=False)):
+        if name in buffers and isinstance(x, torch.Tensor):
+            out[i] = x.to(device, torch.float64 if x.is_floating_point() else x.dtype)
+    return out
 
 
 def _device(gm: Any, example_inputs: Sequence[Any]) -> Any:

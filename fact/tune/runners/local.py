@@ -184,6 +184,13 @@ class LocalRunner:
             list(pool.map(drain, self.workers))
         return [results[i] for i in range(len(requests))]
 
+    def single(self) -> LocalRunner:
+        """A runner on this pool's first worker alone: times compared with each other (the sweep's
+        runoff) are taken on one device."""
+        one = LocalRunner.__new__(LocalRunner)
+        one.workers, one._lock = self.workers[:1], self._lock
+        return one
+
     def close(self) -> None:
         for w in self.workers:
             w.close()
