@@ -537,3 +537,27 @@ def test_a_runoff_finalist_that_fails_a_round_is_not_the_winner() -> None:
     assert result.best is not None and result.best[1].spec_key != best.spec_key
     [failed] = [m for _, m in result.measurements if (m.spec_key, m.knobs) == (best.spec_key, best.knobs)]
     assert failed.status is Status.ILLEGAL_ADDRESS and failed.reason.startswith("runoff:")
+
+
+def test_a_runoff_after_a_sweep_from_the_database_builds_its_finalists_once(tmp_path: Path) -> None:
+    """Finalists answered from the database were never built in this process: the runoff builds them;
+    once it has run, a further run of the target costs no GPU time at all."""
+    t = target()
+    rec = recorded(t)
+    db = db_at(tmp_path / "t.sqlite")
+    tune(t, runner=ReplayRunner(rec), builder=NullBuilder(), db=db, strategy="exhaustive", runoff_rounds=0)
+
+    class Counting(NullBuilder):
+        built: list[str] = []
+
+        def build(self, specs):
+            self.built += [s.key for s in specs]
+            return super().build(specs)
+
+    builder, runner = Counting(), ReplayRunner(rec)
+    result = tune(t, runner=runner, builder=builder, db=db, strategy="exhaustive", runoff_rounds=3)
+    assert 2 <= len(builder.built) <= 4 and runner.calls == 3 * (1 + len(builder.built))
+    assert result.best is not None and result.best[1].runs == 3 * 30
+    again = ReplayRunner(rec)
+    tune(t, runner=again, builder=NullBuilder(), db=db, strategy="exhaustive", runoff_rounds=3)
+    assert again.calls == 0

@@ -13,8 +13,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# The report of every graph this process compiled, newest last (for inspection and tests).
+# The report of every graph this process compiled, newest last (for inspection and tests), and the
+# syntheses themselves (their composed modules count kernel calls and fallbacks).
 REPORTS: list[Any] = []
+SYNTHESES: list[Any] = []
 
 
 def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
@@ -39,6 +41,7 @@ def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
         log.warning("fact backend: unexpected %s: %s; the graph runs its original ops", type(exc).__name__, exc)
         return gm.forward
     REPORTS.append(synthesis.report)
+    SYNTHESES.append(synthesis)
     return synthesis.module.forward
 
 

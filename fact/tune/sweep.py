@@ -248,20 +248,26 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     if rounds < 2 or len(chosen) < 2 or sweep.budget.exhausted:
         return
     runner = getattr(sweep.runner, "single", lambda: sweep.runner)()  # ratios hold within one device
+    need = list({c.spec.key: c.spec for c in chosen if c.spec.key not in sweep._libraries}.values())
+    if need:  # finalists answered from the database were never built in this process
+        sweep._libraries.update(sweep.builder.build(need))
     lib = {c.spec.key: sweep._libraries.get(c.spec.key) for c in chosen}
     entrants: list[Config | None] = [None, *chosen]  # None: the baseline
     times: dict[int, list[Measurement]] = {i: [] for i in range(len(entrants))}
     started = time.monotonic()
     for r in range(rounds):
         order = [(i + r) % len(entrants) for i in range(len(entrants))]
-        requests = [_runoff_request(entrants[i], lib, sweep) for i in order]
+        requests = {i: _runoff_request(entrants[i], lib, sweep) for i in order}
+        runnable = [i for i in order if isinstance(requests[i], BenchRequest)]
         try:
-            measured = runner.run(requests)
+            measured = dict(zip(runnable, runner.run([requests[i] for i in runnable]), strict=True))
         except Exception as exc:  # a runner must not raise; if one does, the runoff is void
             log.warning("runoff abandoned: the runner raised %s: %s", type(exc).__name__, exc)
             return
-        for i, m in zip(order, measured, strict=True):
-            times[i].append(m)
+        for i in order:
+            got = measured.get(i, requests[i])
+            assert isinstance(got, Measurement)
+            times[i].append(got)
     base = times[0]
     if not all(m.ok for m in base):
         log.warning("runoff abandoned: the baseline failed a round (%s)", next(m.reason for m in base if not m.ok))
@@ -289,11 +295,13 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     sweep._report()
 
 
-def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: Sweep) -> BenchRequest:
+def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: Sweep) -> BenchRequest | Measurement:
     if config is None:
         any_spec = sweep.space.kernels[0]
         return BenchRequest("", "", Config(any_spec), sweep.target.problem, reps=sweep.reps, baseline=True)
     lib = libraries.get(config.spec.key)
+    if isinstance(lib, Measurement):  # its build failed
+        return lib
     return BenchRequest(str(getattr(lib, "path", "")), str(getattr(lib, "module_name", "")), config,
                         sweep.target.problem, reps=sweep.reps, timeout_s=sweep.timeout_s)
 
