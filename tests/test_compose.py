@@ -583,3 +583,17 @@ def test_a_module_buffer_mask_is_pinned_too() -> None:
         restored.mask.copy_(causal)
         restored(x), restored(x)  # causal again: the kernel
     assert (again.kernel_calls - before[0], again.fallbacks - before[1]) == (2, 1)
+
+
+def test_a_mask_compared_through_a_method_call_is_read() -> None:
+    """Some torch versions write `mask == 0` in a Dynamo graph as the method call `__eq__`."""
+    import operator
+
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    graph, inputs = _dynamo_graph(module, x)
+    [eq] = [n for n in graph.graph.nodes if n.target in (operator.eq, "eq", "__eq__")]
+    eq.op, eq.target = "call_method", "__eq__"
+    graph.recompile()
+    plan, _ = discover_captured(graph, inputs, arch="sm90")
+    assert [i.match.attention.mask for i in plan.items if i.match.attention is not None] == ["causal"]

@@ -236,7 +236,8 @@ def _buffer_inputs(gm: Any, inputs: Sequence[Any]) -> dict[str, Any]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return {n.name: x for n, x in zip(placeholders, inputs, strict=False)
             if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter)
-            and (n.meta.get("tensor_dict") or {}).get("_dynamo_static_input_type")}
+            and ((n.meta.get("tensor_dict") or {}).get("_dynamo_static_input_type")
+                 or getattr(x, "_dynamo_static_input_type", None))}
 
 
 def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: list[str]) -> tuple[Any, Level]:

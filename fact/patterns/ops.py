@@ -27,6 +27,12 @@ _ATEN_RENAME = {"_softmax": "softmax", "t": "transpose", "scaled_dot_product_att
                 "native_dropout": "dropout", "slice": "getitem", "select": "getitem", "eq": "eq",
                 "rsub": "rsub", "neg": "neg", "erf": "erf", "exp": "exp", "sqrt": "sqrt", "pow": "pow"}
 
+# Tensor methods by their operator names, as some torch versions write `mask == 0` in a Dynamo graph
+# (call_method __eq__); reflected forms only where the operation commutes
+_METHOD_RENAME = {"__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+                  "__add__": "add", "__radd__": "add", "__sub__": "sub", "__mul__": "mul", "__rmul__": "mul",
+                  "__truediv__": "div", "__matmul__": "matmul", "__neg__": "neg", "__pow__": "pow",
+                  "__getitem__": "getitem"}
 
 @dataclass(frozen=True)
 class Op:
@@ -175,7 +181,7 @@ def op_of(node: Any, root: Any) -> Op | None:
             attrs = {"dim": mod.dim}
         return Op(kind, node, *_split_args(node.args), attrs=attrs)
     if node.op == "call_method":
-        kind = str(node.target)
+        kind = _METHOD_RENAME.get(str(node.target), str(node.target))
         tensors, scalars = _split_args(_call_args(kind, node))
         attrs = dict(node.kwargs)
         if kind == "softmax" and len(node.args) > 1:
