@@ -597,3 +597,13 @@ def test_a_mask_compared_through_a_method_call_is_read() -> None:
     graph.recompile()
     plan, _ = discover_captured(graph, inputs, arch="sm90")
     assert [i.match.attention.mask for i in plan.items if i.match.attention is not None] == ["causal"]
+
+
+def test_the_end_to_end_check_keeps_the_buffers_of_a_compiled_graph() -> None:
+    """Drawn at random, a causal mask would not be one: its pinned kernel would never be checked."""
+    from fact.compose.synthesize import _fresh
+
+    mask, x = torch.tril(torch.ones(4, 4)), torch.zeros(2, 3)
+    drawn = _fresh([x, mask], "cpu", keep=frozenset({1}))
+    assert torch.equal(drawn[1], mask) and not torch.equal(drawn[0], x)
+    assert not torch.equal(_fresh([x, mask], "cpu")[1], mask)

@@ -338,7 +338,9 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     gm.recompile()
     synthesis = Synthesis(gm, report, plan, composed)
     stage("check: the composed module against the original, end to end")
-    _end_to_end(module, gm, inputs, report, benchmark, synthesis)
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    buffers = frozenset(i for i, name in enumerate(placeholders) if name in captured.buffers)
+    _end_to_end(module, gm, inputs, report, benchmark, synthesis, buffers)
     return synthesis
 
 
@@ -397,12 +399,17 @@ def _cases(spec: Any, match: Any) -> list[Any]:
     return [*small, AttnCase(a.batch, a.heads, a.seq_q, d)]
 
 
-def _fresh(inputs: list[Any], device: str, dtype_of: Callable[[Any], Any] | None = None) -> list[Any]:
+def _fresh(inputs: list[Any], device: str, dtype_of: Callable[[Any], Any] | None = None,
+           keep: frozenset[int] = frozenset()) -> list[Any]:
+    """Fresh random inputs like `inputs` on `device`; the positions in `keep` (the module's buffers,
+    as inputs of a torch.compile graph) keep their values."""
     import torch
 
     out = []
-    for x in inputs:
-        if not isinstance(x, torch.Tensor):
+    for i, x in enumerate(inputs):
+        if i in keep and isinstance(x, torch.Tensor):
+            out.append(x.to(device))
+        elif not isinstance(x, torch.Tensor):
             out.append(x)
         elif x.is_floating_point():
             dt = dtype_of(x) if dtype_of else x.dtype
@@ -413,9 +420,11 @@ def _fresh(inputs: list[Any], device: str, dtype_of: Callable[[Any], Any] | None
 
 
 def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, benchmark: bool,
-                synthesis: Synthesis) -> None:
-    """Outputs of the composed module against the original's and a float64 run; a composed module
-    worse than the original's own error by a wide margin is not used. Then timings, if asked."""
+                synthesis: Synthesis, buffers: frozenset[int] = frozenset()) -> None:
+    """Outputs of the composed module against the original's and a float64 run (on fresh inputs; the
+    inputs at `buffers` keep their values: a causal mask stays one, so its kernel is checked too); a
+    composed module worse than the original's own error by a wide margin is not used. Then timings,
+    if asked."""
     import torch
 
     from fact.core.enums import Precision
@@ -423,7 +432,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
 
     module.cuda()
     composed.cuda()
-    x = _fresh(inputs, "cuda")
+    x = _fresh(inputs, "cuda", keep=buffers)
     reference = copy.deepcopy(module).double()
     with torch.no_grad():
         want = reference(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in x])
