@@ -607,3 +607,18 @@ def test_the_end_to_end_check_keeps_the_buffers_of_a_compiled_graph() -> None:
     drawn = _fresh([x, mask], "cpu", keep=frozenset({1}))
     assert torch.equal(drawn[1], mask) and not torch.equal(drawn[0], x)
     assert not torch.equal(_fresh([x, mask], "cpu")[1], mask)
+
+
+def test_a_mask_made_in_inference_mode_is_compared_by_value() -> None:
+    """An inference tensor keeps no version counter: its pin is checked by value on every call."""
+    torch.manual_seed(0)
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    gm, _ = composed(module, [x])
+    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    with torch.inference_mode():
+        gm.mask = module.mask.clone()  # an inference tensor
+        gm(x)
+        gm.mask.fill_(1.0)
+        gm(x)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)

@@ -548,7 +548,8 @@ def test_a_runoff_after_a_sweep_from_the_database_builds_its_finalists_once(tmp_
     tune(t, runner=ReplayRunner(rec), builder=NullBuilder(), db=db, strategy="exhaustive", runoff_rounds=0)
 
     class Counting(NullBuilder):
-        built: list[str] = []
+        def __init__(self) -> None:
+            self.built: list[str] = []
 
         def build(self, specs):
             self.built += [s.key for s in specs]

@@ -94,19 +94,30 @@ class Dispatch(nn.Module):
             return True
         for i, pin in enumerate(self.call.pins):
             t = inputs[pin.index]
+            version = _version(t)
             held = self._held.get(i)
-            if held is not None and held[0]() is t and held[1] == t._version:
+            if held is not None and version is not None and held[0]() is t and held[1] == version:
                 continue
             if not (isinstance(t, torch.Tensor) and t.shape == pin.value.shape and t.dtype == pin.value.dtype
                     and torch.equal(t, pin.value.to(t.device))):
                 return False
-            self._held[i] = (weakref.ref(t), t._version)
+            if version is not None:
+                self._held[i] = (weakref.ref(t), version)
         return True
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_held"] = {}  # references to this process's tensors
         return state
+
+
+def _version(t: Any) -> int | None:
+    """A tensor's version counter (bumped by every in-place write); None for an inference tensor,
+    which keeps none (a pin on one is compared by value on every call)."""
+    try:
+        return int(t._version)
+    except (AttributeError, RuntimeError):
+        return None
 
 
 # The original subgraph holds no tensor of its own: get_attr reads come in as inputs, and the modules
