@@ -622,3 +622,26 @@ def test_a_mask_made_in_inference_mode_is_compared_by_value() -> None:
         gm.mask.fill_(1.0)
         gm(x)
     assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+
+
+def test_a_kernel_that_raises_at_run_time_leaves_its_call_to_the_original_ops() -> None:
+    """A kernel refusing a call (its own checks, CUTLASS's can_implement) raises: that call and every
+    later one run the original ops, with the reason kept on the Dispatch."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(96, 160), nn.ReLU()).to(BF16).eval()
+    x = torch.randn(48, 96, dtype=BF16)
+    plan, captured = discover_captured(module, [x], arch="sm90")
+    gm = captured.graph_module
+
+    def refuse(*args):
+        raise RuntimeError("planted: can_implement failed")
+
+    [match] = [i.match for i in plan.items]
+    install(gm, match, spec_for(match, "sm90"), refuse, "fact_0", device="cpu")
+    gm.recompile()
+    gm.eval()
+    [dispatch] = _dispatches(gm)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x))
+        gm(x)
+    assert dispatch.call is None and "planted" in dispatch.failure and dispatch.fallbacks == 2

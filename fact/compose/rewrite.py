@@ -9,6 +9,7 @@ ops, and the module counts how often that happened.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ import torch
 from torch import nn
 
 from fact.patterns.types import Match
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Dispatch(nn.Module):
         self.match_id = match_id
         self.kernel_calls = 0
         self.fallbacks = 0
+        self.failure = ""  # why the kernel was taken out of service at run time, if it was
         self._held: dict[int, tuple[Any, int]] = {}  # pin -> (the tensor, its version) last seen to hold it
         self.register_state_dict_post_hook(_without_original)
         self.register_load_state_dict_pre_hook(_original_as_is)
@@ -78,8 +82,18 @@ class Dispatch(nn.Module):
         # run in another dtype) keep the original ops
         if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
                 and _fits(self.call, inputs, self.original) and self._pins_hold(inputs)):
-            self.kernel_calls += 1
-            return call_kernel(self.call, inputs, self.original)
+            if torch.compiler.is_compiling():
+                self.kernel_calls += 1
+                return call_kernel(self.call, inputs, self.original)
+            try:
+                out = call_kernel(self.call, inputs, self.original)
+            except RuntimeError as exc:  # the kernel refused the call (its own checks): the original ops, from now on
+                log.warning("fact: %s raised %s; %s runs its original ops from now on",
+                            self.call.op, str(exc).splitlines()[0][:300], self.match_id)
+                self.failure, self.call = str(exc)[:2000], None
+            else:
+                self.kernel_calls += 1
+                return out
         self.fallbacks += 1
         return self.original(*inputs)
 

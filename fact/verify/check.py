@@ -263,8 +263,10 @@ def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[G
         return -(-x // align) * align
 
     batch = 3 if spec.mode is Mode.BATCHED else 1
-    cases = [GemmCase(1, up(8), up(8), batch), GemmCase(257, up(263), up(136), batch),
-             GemmCase(131, up(520), up(1031), batch)]
+    # a column-major A's leading dimension is M: M is then aligned too (a row-major one's is K)
+    rows = up if spec.layout_a is Layout.COL else (lambda x: x)
+    cases = [GemmCase(rows(1), up(8), up(8), batch), GemmCase(rows(257), up(263), up(136), batch),
+             GemmCase(rows(131), up(520), up(1031), batch)]
     if spec.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL):
         cases.append(GemmCase(256, 256, up(16384 + 72), 1))
     if target is not None:

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "fact_abi.h"
 
@@ -79,7 +80,7 @@ void run(torch::Tensor q, torch::Tensor k, torch::Tensor v, double scale, bool c
   g.sm_count = static_cast<int>(sms);
   auto workspace = workspace_for(fact_attn_workspace(g), out);
   int code = fact_attn_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
-  TORCH_CHECK(code == 0, "sm90_fmha_f16_d128_q64k64_causal failed (", code, "): ", fact_last_error());
+  TORCH_CHECK(code == 0, "sm90_fmha_f16_d128_q64k64_causal failed (", std::to_string(code), "): ", fact_last_error());
 }
 
 // The custom op fact::sm90_fmha_f16_d128_q64k64_causal_642c0819: defined here, so the dispatcher (and a loaded torch.export program)

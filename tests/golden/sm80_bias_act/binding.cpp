@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "fact_abi.h"
 
@@ -107,7 +108,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   set_knobs(g, raster, swizzle, splits);
   auto workspace = workspace_for(fact_gemm_workspace(g), out);
   int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
-  TORCH_CHECK(code == 0, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu failed (", code, "): ", fact_last_error());
+  TORCH_CHECK(code == 0, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu failed (", std::to_string(code), "): ", fact_last_error());
 }
 
 // The custom op fact::sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu_4053a509: defined here, so the dispatcher (and a loaded torch.export program)

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "fact_abi.h"
 
@@ -114,7 +115,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   set_knobs(g, raster, swizzle, splits);
   auto workspace = workspace_for(fact_gemm_workspace(g), out);
   int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
-  TORCH_CHECK(code == 0, "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual failed (", code, "): ", fact_last_error());
+  TORCH_CHECK(code == 0, "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual failed (", std::to_string(code), "): ", fact_last_error());
 }
 
 // The custom op fact::sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd: defined here, so the dispatcher (and a loaded torch.export program)
