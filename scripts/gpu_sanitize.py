@@ -68,7 +68,7 @@ SEEDS = (0,)
 BUILD_SHARE = 0.5  # of the budget, at most, for builds
 MIN_RUN_S = 30.0  # a sanitizer run is not started with less budget left
 RESULT_MARK = "FACT_SANITIZE_RESULT "
-STATUSES = ("clean", "errors", "child_failed", "timeout", "no_summary", "skipped", "error")
+STATUSES = ("clean", "errors", "wrong", "child_failed", "timeout", "no_summary", "skipped", "error")
 PLANTED = {"control_oob": "out_of_bounds", "control_clean": "correct"}
 # Strings in a finding that place it in torch or its libraries rather than in fact's kernel.
 TORCH_MARKERS = ("libtorch", "libc10", "libcublas", "libcudnn", "libnccl", "at::", "c10::", "at_cuda_detail")
@@ -317,8 +317,10 @@ def judge(target: Target, tool: str, done: Completed, fact_markers: Sequence[str
         status = "no_summary"  # the tool did not finish a report: no verdict
     elif parsed["errors"]:
         status = "errors"
-    else:  # no finding counts only if the kernel ran: the child must have come to a verdict
-        status = "clean" if "passed" in result else "child_failed"
+    elif "passed" not in result:  # no finding counts only if the kernel ran: the child must come to a verdict
+        status = "child_failed"
+    else:  # a write into the verifier's guard band is inside the allocation: only the verifier sees it
+        status = "clean" if result["passed"] is True else "wrong"
     kernels = {o: sorted({f["kernel"] for f in parsed["findings"] if f["origin"] == o})[:5]
                for o in ("fact", "torch", "other")}
     counts = ("errors", "warnings", "errors_in_fact", "errors_in_torch", "errors_other", "unattributed")

@@ -645,3 +645,23 @@ def test_a_kernel_that_raises_at_run_time_leaves_its_call_to_the_original_ops() 
         torch.testing.assert_close(gm(x), module(x))
         gm(x)
     assert dispatch.call is None and "planted" in dispatch.failure and dispatch.fallbacks == 2
+
+
+@pytest.mark.parametrize("how", ["data", "swap"])
+def test_a_mask_replaced_behind_the_version_counter_is_seen(how: str) -> None:
+    """`.data = other` and torch.utils.swap_tensors keep the tensor object and can keep its version
+    counter: the pin also holds the data pointer, so it compares the value again."""
+    torch.manual_seed(0)
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    gm, _ = composed(module, [x])
+    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    with torch.no_grad():
+        gm(x)
+        ones = torch.ones_like(gm.mask)
+        if how == "data":
+            gm.mask.data = ones
+        else:
+            torch.utils.swap_tensors(gm.mask, ones)
+        torch.testing.assert_close(gm(x), module(x), atol=2e-2, rtol=2e-2)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)

@@ -342,3 +342,13 @@ def test_dry_run_plans_without_a_gpu(gs, capsys: pytest.CaptureFixture[str], tmp
         gs.main(["--dry-run", "--tools", "memcheck,bogus"])
     with pytest.raises(SystemExit):
         gs.main([])  # --out is required for a real run
+
+
+def test_a_clean_sanitizer_run_with_a_failed_verification_is_not_clean(gs) -> None:
+    """A write into the verifier's guard band stays inside the allocation: memcheck is silent and only
+    the verifier sees it, so its verdict decides."""
+    text = (gs.RESULT_MARK + json.dumps({"role": "verify", "kernel": "k", "passed": False})
+            + "\n========= ERROR SUMMARY: 0 errors\n")
+    target = next(t for t in gs.plan_targets() if t.role == "verify")
+    done = gs.Completed(text=text, exit_code=1, seconds=1.0, timed_out=False)
+    assert gs.judge(target, "memcheck", done, ())["status"] == "wrong"

@@ -562,3 +562,19 @@ def test_a_runoff_after_a_sweep_from_the_database_builds_its_finalists_once(tmp_
     again = ReplayRunner(rec)
     tune(t, runner=again, builder=NullBuilder(), db=db, strategy="exhaustive", runoff_rounds=3)
     assert again.calls == 0
+
+
+def test_a_broader_sweep_after_a_runoff_can_still_change_the_winner(tmp_path: Path) -> None:
+    """A runoff decides among what was measured; a later sweep that measures a faster config runs a
+    runoff of its own, and the database's answer follows it."""
+    t = target()
+    rec = recorded(t)
+    best = true_best(rec)
+    db = db_at(tmp_path / "t.sqlite")
+    narrow = tune(t, runner=ReplayRunner(rec), builder=NullBuilder(), db=db, strategy="topk", runoff_rounds=3,
+                  options=strategies.Options(top_k=1, finalists=1))
+    assert narrow.best is not None and narrow.best[1].spec_key != best.spec_key  # the narrow sweep missed it
+    broad = tune(t, runner=ReplayRunner(rec), builder=NullBuilder(), db=db, strategy="exhaustive", runoff_rounds=3)
+    assert broad.best is not None and (broad.best[1].spec_key, broad.best[1].knobs) == (best.spec_key, best.knobs)
+    assert broad.best[1].runs == 3 * 30 and db.best(t)[1].spec_key == best.spec_key
+    assert broad.speedup == pytest.approx(best.baseline_ms / best.median_ms, rel=1e-6)

@@ -35,10 +35,10 @@ from typing import Any
 
 from fact.bench.precision import dtype_of, precision_mode, synthesize_precision
 from fact.bench.suite import Case, Selection, select
+from fact.verify.tolerance import EAGER_RATIO, end_to_end_ok
 
 # fact's output may be this many times eager's own error against float64 (and never more than the
 # precision's tolerance, unless eager itself is further off than that)
-EAGER_RATIO = 4.0
 INPUT_SETS = 3  # rotated between timed runs
 ROW_TIMING_S = 6.0  # what timing one prepared row costs, for the budget
 
@@ -420,12 +420,8 @@ def _rel(got: Any, want: Any) -> float:
 
 
 def judge(fact_err: float, eager_err: float, tol: float) -> bool:
-    """Whether fact's output is right: within the precision's tolerance (or within 1.25x eager's own
-    error where eager is further off than that) and at most EAGER_RATIO times eager's error (1e-7
-    relative slack for exact float32, whose errors sit near rounding)."""
-    if not math.isfinite(fact_err):
-        return False
-    return fact_err <= max(tol, 1.25 * eager_err) and fact_err <= EAGER_RATIO * eager_err + 1e-7
+    """Whether fact's output is right: fact.verify.tolerance.end_to_end_ok, the rule synthesis keeps."""
+    return end_to_end_ok(fact_err, eager_err, tol)
 
 
 def _tolerance(precision: str) -> float:

@@ -10,7 +10,6 @@ ops, and the module counts how often that happened.
 from __future__ import annotations
 
 import logging
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +72,7 @@ class Dispatch(nn.Module):
         self.kernel_calls = 0
         self.fallbacks = 0
         self.failure = ""  # why the kernel was taken out of service at run time, if it was
-        self._held: dict[int, tuple[Any, int]] = {}  # pin -> (the tensor, its version) last seen to hold it
+        self._held: dict[int, tuple[Any, tuple[int, ...]]] = {}  # pin -> the tensor last seen to hold it
         self.register_state_dict_post_hook(_without_original)
         self.register_load_state_dict_pre_hook(_original_as_is)
 
@@ -99,24 +98,27 @@ class Dispatch(nn.Module):
 
     def _pins_hold(self, inputs: tuple[Any, ...]) -> bool:
         """Whether every pinned input (a mask buffer) still holds the value the match was read by.
-        The same tensor at the same version is known to (a pointer and a counter: cheap); any other
-        tensor, or one written to since, is compared with the value once. A compiled or exported
-        composed module trusts its pins: it cannot read a version counter, so a buffer's values
-        changed in place after synthesis are seen only by the module run eagerly."""
+        The same tensor at the same version counter, data pointer and strides is known to (cheap);
+        any other tensor, or one written to since, is compared with the value once.
+
+        Not seen: writes that bypass the version counter (through `.data`, numpy or DLPack aliases of
+        the buffer); and a compiled or exported composed module trusts its pins, since it cannot read
+        version counters. Change a synthesized module's mask through ordinary tensor operations, or
+        synthesize again."""
         assert self.call is not None
         if not self.call.pins or torch.compiler.is_compiling():
             return True
         for i, pin in enumerate(self.call.pins):
             t = inputs[pin.index]
-            version = _version(t)
+            seen = _identity(t)
             held = self._held.get(i)
-            if held is not None and version is not None and held[0]() is t and held[1] == version:
+            if held is not None and seen is not None and held[0] is t and held[1] == seen:
                 continue
             if not (isinstance(t, torch.Tensor) and t.shape == pin.value.shape and t.dtype == pin.value.dtype
                     and torch.equal(t, pin.value.to(t.device))):
                 return False
-            if version is not None:
-                self._held[i] = (weakref.ref(t), version)
+            if seen is not None:  # a strong reference: a weak one would stop torch.utils.swap_tensors
+                self._held[i] = (t, seen)
         return True
 
     def __getstate__(self) -> dict[str, Any]:
@@ -125,11 +127,12 @@ class Dispatch(nn.Module):
         return state
 
 
-def _version(t: Any) -> int | None:
-    """A tensor's version counter (bumped by every in-place write); None for an inference tensor,
-    which keeps none (a pin on one is compared by value on every call)."""
+def _identity(t: Any) -> tuple[int, ...] | None:
+    """What changes when a tensor's values may have: its version counter (every in-place write), its
+    data and storage pointers and strides (`.data =`, torch.utils.swap_tensors). None for an inference
+    tensor, which keeps no version counter (its pin is compared by value on every call)."""
     try:
-        return int(t._version)
+        return (int(t._version), t.data_ptr(), t.untyped_storage().data_ptr(), *t.stride())
     except (AttributeError, RuntimeError):
         return None
 

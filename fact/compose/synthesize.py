@@ -428,7 +428,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
     import torch
 
     from fact.core.enums import Precision
-    from fact.verify.tolerance import tolerance
+    from fact.verify.tolerance import end_to_end_ok, tolerance
 
     module.cuda()
     composed.cuda()
@@ -444,7 +444,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
     tol = max((tolerance(p) for p in precisions), default=1e-5)
     report.end_to_end = {"composed_err": f"{err_c:.3g}", "original_err": f"{err_e:.3g}", "tolerance": tol}
     composed_items = [it for it in report.items if it.status == "composed"]
-    if composed_items and not (err_c <= max(tol, 4 * err_e)):
+    if composed_items and not end_to_end_ok(err_c, err_e, tol):
         for d in synthesis.dispatches().values():
             d.call = None
         synthesis.kernels.clear()

@@ -44,8 +44,10 @@ def _is_tensor(n: Any) -> bool:
 _NEG_INF_FILL = -1e4
 
 
-def _is_causal_mask(mask: Any, fill: Any, root: Any, buffers: dict[str, Any]) -> tuple[bool, list[Any], list[Any]]:
-    """Whether `masked_fill(scores, mask, fill)` applies a causal mask: the mask's value is True
+def _is_causal_mask(mask: Any, fill: Any, root: Any, buffers: dict[str, Any],
+                    scores_node: Any) -> tuple[bool, list[Any], list[Any]]:
+    """Whether `masked_fill(scores, mask, fill)` applies a causal mask: the mask's value, as large as
+    the scores' last two dims, is True
     exactly above the diagonal (the future keys) and the fill removes those scores (-inf, or a
     constant so negative that softmax gives it no weight). The mask is *evaluated* (its buffer, its
     comparison, its slicing to the sequence length), so every spelling is judged by what it computes.
@@ -63,6 +65,9 @@ def _is_causal_mask(mask: Any, fill: Any, root: Any, buffers: dict[str, Any]) ->
     if not isinstance(value, torch.Tensor) or value.dim() < 2 or value.dtype is not torch.bool:
         return False, [], []
     sq, sk = value.shape[-2:]
+    scores = _spec(scores_node)
+    if scores is None or tuple(scores.shape[-2:]) != (sq, sk):  # a broadcast row or column is no causal mask
+        return False, [], []
     future = torch.ones(sq, sk, dtype=torch.bool, device=value.device).triu(1)
     if not all(torch.equal(m, future) for m in value.reshape(-1, sq, sk)):
         return False, [], []
@@ -262,7 +267,7 @@ def match_softmax(op: Op, root: Any, buffers: dict[str, Any] | None = None) -> A
             fill = cur.args[2] if len(cur.args) > 2 else cur.kwargs.get("value")
             if isinstance(fill, (int, float)) and not isinstance(fill, bool):
                 fill = fill * scale
-            causal, mask_nodes, sources = (_is_causal_mask(cop.tensors[1], fill, root, buffers or {})
+            causal, mask_nodes, sources = (_is_causal_mask(cop.tensors[1], fill, root, buffers or {}, cop.tensors[0])
                                            if len(cop.tensors) > 1 and cop.tensors[0] is cur.args[0]
                                            else (False, [], []))
             if not causal or mask != "none":

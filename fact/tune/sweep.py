@@ -134,10 +134,12 @@ class SweepResult:
 
     @property
     def speedup(self) -> float:
+        """The baseline's time over the winner's, both from the same measurement (the runoff's)."""
         best = self.best
-        if best is None or not math.isfinite(self.baseline_ms):
+        if best is None:
             return math.nan
-        return self.baseline_ms / best[1].median_ms
+        base = best[1].baseline_ms if math.isfinite(best[1].baseline_ms) else self.baseline_ms
+        return base / best[1].median_ms if math.isfinite(base) else math.nan
 
 
 class Sweep:
@@ -241,9 +243,13 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     """
     ranked = sorted((sm for sm in sweep.results.values() if sm[1].ok and sm[1].verified and not sm[1].flagged),
                     key=lambda sm: sm[1].median_ms)
-    if any(m.runs > max(sweep.reps, FULL_REPS) for _, m in sweep.results.values()):
-        return  # this target had its runoff (the database remembers it): no GPU time for a second
     full = [sm for sm in ranked if sm[1].runs >= sweep.reps]
+    decided = [m for _, m in full if m.runs > max(sweep.reps, FULL_REPS)]
+    if decided and not any(m.median_ms < decided[0].median_ms for _, m in full if m not in decided):
+        return  # an earlier runoff decided this target and nothing measured since beats its winner
+    if not math.isfinite(sweep.progress.baseline_ms):
+        log.warning("no runoff: the baseline could not be timed")
+        return
     chosen = [Config(spec, _knobs_of(m)) for spec, m in full[:finalists]]
     if rounds < 2 or len(chosen) < 2 or sweep.budget.exhausted:
         return
@@ -269,8 +275,9 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
             assert isinstance(got, Measurement)
             times[i].append(got)
     base = times[0]
-    if not all(m.ok for m in base):
-        log.warning("runoff abandoned: the baseline failed a round (%s)", next(m.reason for m in base if not m.ok))
+    if not all(m.ok and m.median_ms > 0 for m in base):
+        log.warning("runoff abandoned: the baseline failed a round (%s)",
+                    next((m.reason for m in base if not m.ok), "a zero time"))
         return
     base_ms = statistics.median(m.median_ms for m in base)
     seconds = time.monotonic() - started
@@ -359,6 +366,7 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
     progress.baseline_ms = baseline
     strategies.get(strategy)(space, sweep, opts)
     runoff(sweep, runoff_rounds)
+    baseline = sweep.progress.baseline_ms  # the runoff's, where it ran: the winner's ratio is to it
     return SweepResult(target, strategy, ranking, list(sweep.results.values()), len(space.all_configs()),
                        space.rejection_summary(), baseline, budget.elapsed, seeded_from)
 
