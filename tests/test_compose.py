@@ -628,7 +628,8 @@ def test_a_kernel_that_raises_at_run_time_leaves_its_call_to_the_original_ops() 
     """A kernel refusing a call (its own checks, CUTLASS's can_implement) raises: that call and every
     later one run the original ops, with the reason kept on the Dispatch."""
     torch.manual_seed(0)
-    module = nn.Sequential(nn.Linear(96, 160), nn.ReLU()).to(BF16).eval()
+    # epilogue constants no other test uses: the op is this test's own (an op is registered once a process)
+    module = nn.Sequential(nn.Linear(96, 160), nn.Hardtanh(-0.375, 0.625)).to(BF16).eval()
     x = torch.randn(48, 96, dtype=BF16)
     plan, captured = discover_captured(module, [x], arch="sm90")
     gm = captured.graph_module
@@ -664,4 +665,32 @@ def test_a_mask_replaced_behind_the_version_counter_is_seen(how: str) -> None:
         else:
             torch.utils.swap_tensors(gm.mask, ones)
         torch.testing.assert_close(gm(x), module(x), atol=2e-2, rtol=2e-2)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+
+
+class MaskFromContext(CausalBlock):
+    """The mask is sliced to the length of another input, not of q and k."""
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        L = ctx.size(1)
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        att = F.softmax(att.masked_fill(self.mask[:, :, :L, :L] == 0, float("-inf")), dim=-1)
+        return (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+
+
+def test_every_input_a_match_reads_is_guarded_not_only_its_operands() -> None:
+    """A mask's length read off another input: with that input's length changed (the original then
+    broadcasts a one-element mask), the call runs the original ops."""
+    torch.manual_seed(0)
+    module = MaskFromContext().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    gm, _ = composed(module, [x, torch.empty(2, 32, 64, dtype=BF16)])
+    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    short = torch.empty(2, 1, 64, dtype=BF16)
+    with torch.no_grad():
+        gm(x, torch.empty(2, 32, 64, dtype=BF16))
+        torch.testing.assert_close(gm(x, short), module(x, short), atol=2e-2, rtol=2e-2)
     assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)

@@ -56,6 +56,9 @@ class KernelCall:
     device: str = "cuda"  # the device type the kernel runs on
     knobs: tuple[int, int, int] = (0, 1, 1)  # GEMM only: the run-time schedule it was verified with
     pins: tuple[Pin, ...] = field(default=(), compare=False)
+    # the Dispatch's other inputs as captured, (index, shape and dtype of a tensor, or the value of a
+    # number): a size read off another tensor (a mask sliced to its length) must not change either
+    others: tuple[tuple[int, Any], ...] = ()
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -181,6 +184,13 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
             if t.is_cuda and t.device.index != torch.cuda.current_device():  # kernels launch on the current one
                 return False
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
+            return False
+    for index, want in call.others:
+        got = inputs[index]
+        if isinstance(want, tuple):  # a tensor: (shape, dtype)
+            if not isinstance(got, torch.Tensor) or (tuple(got.shape), str(got.dtype)) != want:
+                return False
+        elif got != want:
             return False
     return True
 
@@ -353,6 +363,26 @@ def _pins(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.Node],
     return tuple(pins)
 
 
+def _others(match: Match, inputs: list[torch.fx.Node]) -> tuple[tuple[int, Any], ...]:
+    """The Dispatch inputs that are neither operands nor pins, as captured: a tensor's shape and
+    dtype, a number's value (fact.capture records both). An input captured as neither cannot be
+    guarded: the match is refused."""
+    roles = {ref for _, ref in match.operands}
+    out: list[tuple[int, Any]] = []
+    for i, node in enumerate(inputs):
+        if node.name in roles:
+            continue
+        spec = node.meta.get("fact_spec")
+        if spec is not None:
+            out.append((i, (tuple(spec.shape), f"torch.{spec.dtype.torch_name}")))
+        elif "fact_value" in node.meta:
+            out.append((i, node.meta["fact_value"]))
+        else:
+            raise LookupError(f"{node.name} feeds the match but its value was not captured, so no call can be "
+                              "checked against it")
+    return tuple(out)
+
+
 def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
     """`matches` from the last in the graph to the first: installing in that order leaves every
     later match's operands (outputs of earlier ones) in place until it is installed."""
@@ -393,7 +423,8 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
-                      tuple(knobs) if match.attention is None else (0, 1, 1), _pins(gm, match, inputs, buffers or {}))
+                      tuple(knobs) if match.attention is None else (0, 1, 1), _pins(gm, match, inputs, buffers or {}),
+                      _others(match, inputs))
     broken = breach(call, spec)
     if broken is not None:
         raise LookupError(f"not composed: {broken}")
