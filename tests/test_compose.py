@@ -493,6 +493,16 @@ class CausalBlock(nn.Module):
         return (att @ v).transpose(1, 2).contiguous().view(B, T, C)
 
 
+def _composed_causal_block():
+    """CausalBlock composed at module level with reference kernels: the module, an input, the
+    composed graph and its attention Dispatch."""
+    torch.manual_seed(0)
+    module = CausalBlock().to(BF16).eval()
+    x = torch.randn(2, 32, 64, dtype=BF16)
+    gm, _ = composed(module, [x])
+    return module, x, gm, next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+
+
 def _dynamo_graph(module: nn.Module, x: torch.Tensor) -> tuple[torch.fx.GraphModule, list]:
     """The graph and example inputs torch.compile hands a backend (parameters and buffers as inputs)."""
     got = {}
@@ -560,12 +570,8 @@ def test_a_module_buffer_mask_is_pinned_too() -> None:
     the composed module sees it and runs the original ops; pickled, it checks the value again."""
     import io
 
-    torch.manual_seed(0)
-    module = CausalBlock().to(BF16).eval()
-    x = torch.randn(2, 32, 64, dtype=BF16)
-    gm, _ = composed(module, [x])
+    module, x, gm, dispatch = _composed_causal_block()
     assert gm.mask is module.mask
-    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
     causal = module.mask.clone()
     with torch.no_grad():
         gm(x)
@@ -611,11 +617,7 @@ def test_the_end_to_end_check_keeps_the_buffers_of_a_compiled_graph() -> None:
 
 def test_a_mask_made_in_inference_mode_is_compared_by_value() -> None:
     """An inference tensor keeps no version counter: its pin is checked by value on every call."""
-    torch.manual_seed(0)
-    module = CausalBlock().to(BF16).eval()
-    x = torch.randn(2, 32, 64, dtype=BF16)
-    gm, _ = composed(module, [x])
-    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    module, x, gm, dispatch = _composed_causal_block()
     with torch.inference_mode():
         gm.mask = module.mask.clone()  # an inference tensor
         gm(x)
@@ -652,11 +654,7 @@ def test_a_kernel_that_raises_at_run_time_leaves_its_call_to_the_original_ops() 
 def test_a_mask_replaced_behind_the_version_counter_is_seen(how: str) -> None:
     """`.data = other` and torch.utils.swap_tensors keep the tensor object and can keep its version
     counter: the pin also holds the data pointer, so it compares the value again."""
-    torch.manual_seed(0)
-    module = CausalBlock().to(BF16).eval()
-    x = torch.randn(2, 32, 64, dtype=BF16)
-    gm, _ = composed(module, [x])
-    dispatch = next(d for d in _dispatches(gm) if d.call is not None and d.call.kind == "attention")
+    module, x, gm, dispatch = _composed_causal_block()
     with torch.no_grad():
         gm(x)
         ones = torch.ones_like(gm.mask)
