@@ -73,8 +73,8 @@ def _annotate(gm: Any, values: dict[Any, Any]) -> None:
         val = values.get(node)
         if val is None:
             val = node.meta.get("val")
-        if isinstance(val, (bool, int, float)):  # a size or constant: composition guards on it
-            node.meta["fact_value"] = val
+        if isinstance(val, (bool, int, float)) or (isinstance(val, tuple) and all(type(v) is int for v in val)):
+            node.meta["fact_value"] = tuple(val) if isinstance(val, tuple) else val  # a size: composition guards on it
         if isinstance(val, (tuple, list)):
             node.meta["fact_specs"] = tuple(_spec_of(v) for v in val)
             continue

@@ -56,9 +56,9 @@ class KernelCall:
     device: str = "cuda"  # the device type the kernel runs on
     knobs: tuple[int, int, int] = (0, 1, 1)  # GEMM only: the run-time schedule it was verified with
     pins: tuple[Pin, ...] = field(default=(), compare=False)
-    # the Dispatch's other inputs as captured, (index, shape and dtype of a tensor, or the value of a
-    # number): a size read off another tensor (a mask sliced to its length) must not change either
-    others: tuple[tuple[int, Any], ...] = ()
+    # the Dispatch's other inputs as captured: (index, ("tensor", (shape, dtype)) or ("value", a number
+    # or a size)); a size read off another tensor (a mask sliced to its length) must not change either
+    others: tuple[tuple[int, tuple[str, Any]], ...] = ()
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -185,12 +185,12 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
                 return False
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
             return False
-    for index, want in call.others:
+    for index, (kind, want) in call.others:
         got = inputs[index]
-        if isinstance(want, tuple):  # a tensor: (shape, dtype)
+        if kind == "tensor":  # (shape, dtype)
             if not isinstance(got, torch.Tensor) or (tuple(got.shape), str(got.dtype)) != want:
                 return False
-        elif got != want:
+        elif isinstance(got, torch.Tensor) or got != want:
             return False
     return True
 
@@ -363,20 +363,20 @@ def _pins(gm: torch.fx.GraphModule, match: Match, inputs: list[torch.fx.Node],
     return tuple(pins)
 
 
-def _others(match: Match, inputs: list[torch.fx.Node]) -> tuple[tuple[int, Any], ...]:
+def _others(match: Match, inputs: list[torch.fx.Node]) -> tuple[tuple[int, tuple[str, Any]], ...]:
     """The Dispatch inputs that are neither operands nor pins, as captured: a tensor's shape and
     dtype, a number's value (fact.capture records both). An input captured as neither cannot be
     guarded: the match is refused."""
     roles = {ref for _, ref in match.operands}
-    out: list[tuple[int, Any]] = []
+    out: list[tuple[int, tuple[str, Any]]] = []
     for i, node in enumerate(inputs):
         if node.name in roles:
             continue
         spec = node.meta.get("fact_spec")
         if spec is not None:
-            out.append((i, (tuple(spec.shape), f"torch.{spec.dtype.torch_name}")))
+            out.append((i, ("tensor", (tuple(spec.shape), f"torch.{spec.dtype.torch_name}"))))
         elif "fact_value" in node.meta:
-            out.append((i, node.meta["fact_value"]))
+            out.append((i, ("value", node.meta["fact_value"])))
         else:
             raise LookupError(f"{node.name} feeds the match but its value was not captured, so no call can be "
                               "checked against it")
