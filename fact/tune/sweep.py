@@ -177,10 +177,16 @@ class Sweep:
         self._report()
         return out
 
-    def _measure(self, configs: Sequence[Config], reps: int) -> list[Measurement]:
-        need = [c.spec for c in configs if c.spec.key not in self._libraries]
+    def libraries(self, specs: Sequence[GemmSpec]) -> dict[str, object]:
+        """The built library of each spec (a failed build: its Measurement), building what this sweep
+        has not built yet (configs answered from the database were never built in this process)."""
+        need = [s for s in specs if s.key not in self._libraries]
         if need:
             self._libraries.update(self.builder.build(list({s.key: s for s in need}.values())))
+        return {s.key: self._libraries.get(s.key) for s in specs}
+
+    def _measure(self, configs: Sequence[Config], reps: int) -> list[Measurement]:
+        self.libraries([c.spec for c in configs])
         requests, out_of_order = [], {}
         for i, c in enumerate(configs):
             lib = self._libraries.get(c.spec.key)
@@ -239,7 +245,7 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     baseline's median over the rounds; its runs are those of every round. It replaces the finalist's
     sweep measurement (in the database too), and `fastest` prefers runoff results (more runs than a
     full measurement) to any other. A finalist that fails a round fails the runoff, with the reason.
-    A target that had its runoff (one of its results has a runoff's runs) does not get a second.
+    A target an earlier runoff decided gets another only when a measurement taken since beats its winner.
     """
     ranked = sorted((sm for sm in sweep.results.values() if sm[1].ok and sm[1].verified and not sm[1].flagged),
                     key=lambda sm: sm[1].median_ms)
@@ -253,45 +259,19 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     chosen = [Config(spec, _knobs_of(m)) for spec, m in full[:finalists]]
     if rounds < 2 or len(chosen) < 2 or sweep.budget.exhausted:
         return
-    runner = getattr(sweep.runner, "single", lambda: sweep.runner)()  # ratios hold within one device
-    need = list({c.spec.key: c.spec for c in chosen if c.spec.key not in sweep._libraries}.values())
-    if need:  # finalists answered from the database were never built in this process
-        sweep._libraries.update(sweep.builder.build(need))
-    lib = {c.spec.key: sweep._libraries.get(c.spec.key) for c in chosen}
-    entrants: list[Config | None] = [None, *chosen]  # None: the baseline
-    times: dict[int, list[Measurement]] = {i: [] for i in range(len(entrants))}
     started = time.monotonic()
-    for r in range(rounds):
-        order = [(i + r) % len(entrants) for i in range(len(entrants))]
-        requests = {i: _runoff_request(entrants[i], lib, sweep) for i in order}
-        runnable = [i for i in order if isinstance(requests[i], BenchRequest)]
-        try:
-            measured = dict(zip(runnable, runner.run([requests[i] for i in runnable]), strict=True))
-        except Exception as exc:  # a runner must not raise; if one does, the runoff is void
-            log.warning("runoff abandoned: the runner raised %s: %s", type(exc).__name__, exc)
-            return
-        for i in order:
-            got = measured.get(i, requests[i])
-            assert isinstance(got, Measurement)
-            times[i].append(got)
+    times = _interleaved(sweep, [None, *chosen], rounds)  # None: the baseline
+    if times is None:
+        return
     base = times[0]
     if not all(m.ok and m.median_ms > 0 for m in base):
         log.warning("runoff abandoned: the baseline failed a round (%s)",
                     next((m.reason for m in base if not m.ok), "a zero time"))
         return
     base_ms = statistics.median(m.median_ms for m in base)
-    seconds = time.monotonic() - started
-    for i, config in enumerate(chosen, start=1):
-        got = times[i]
-        bad = next((m for m in got if not (m.ok and m.verified)), None)
-        if bad is not None:
-            result = failure(config.spec.key, config.spec.name, config.knobs.to_json(), sweep.target.problem,
-                             bad.status if not bad.ok else Status.WRONG,
-                             f"runoff: {bad.reason or 'unverified in a round'}", seconds / len(chosen))
-        else:
-            ratio, spread = summarise([m.median_ms / b.median_ms for m, b in zip(got, base, strict=True)])
-            result = replace(got[0], median_ms=base_ms * ratio, spread=spread, runs=sum(m.runs for m in got),
-                             baseline_ms=base_ms, seconds=seconds / len(chosen), cached=False)
+    each = (time.monotonic() - started) / len(chosen)
+    for config, got in zip(chosen, times[1:], strict=True):
+        result = _runoff_result(config, got, base, base_ms, each, sweep.target)
         if sweep.db is not None:
             sweep.db.record(sweep.target, config.spec, result)
         sweep.results[config.key] = (config.spec, result)
@@ -300,6 +280,42 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     sweep.progress.best = best[1] if best is not None else None
     sweep.progress.last = f"runoff: {len(chosen)} finalists x {rounds} rounds against the baseline"
     sweep._report()
+
+
+def _interleaved(sweep: Sweep, entrants: list[Config | None], rounds: int) -> list[list[Measurement]] | None:
+    """Each entrant's measurement in every round (None: the baseline), the order rotated per round, all
+    on one device; None when the runner raised."""
+    runner = getattr(sweep.runner, "single", lambda: sweep.runner)()  # ratios hold within one device
+    libraries = sweep.libraries([c.spec for c in entrants if c is not None])
+    times: list[list[Measurement]] = [[] for _ in entrants]
+    for r in range(rounds):
+        order = [(i + r) % len(entrants) for i in range(len(entrants))]
+        requests = {i: _runoff_request(entrants[i], libraries, sweep) for i in order}
+        runnable = [i for i in order if isinstance(requests[i], BenchRequest)]
+        try:
+            measured = dict(zip(runnable, runner.run([requests[i] for i in runnable]), strict=True))
+        except Exception as exc:  # a runner must not raise; if one does, the runoff is void
+            log.warning("runoff abandoned: the runner raised %s: %s", type(exc).__name__, exc)
+            return None
+        for i in order:
+            got = measured.get(i, requests[i])
+            assert isinstance(got, Measurement)
+            times[i].append(got)
+    return times
+
+
+def _runoff_result(config: Config, got: list[Measurement], base: list[Measurement], base_ms: float,
+                   seconds: float, target: Target) -> Measurement:
+    """A finalist's runoff measurement: the median of its per-round ratio to the baseline, in ms at
+    `base_ms`; or the failure of its first bad round."""
+    bad = next((m for m in got if not (m.ok and m.verified)), None)
+    if bad is not None:
+        return failure(config.spec.key, config.spec.name, config.knobs.to_json(), target.problem,
+                       bad.status if not bad.ok else Status.WRONG, f"runoff: {bad.reason or 'unverified in a round'}",
+                       seconds)
+    ratio, spread = summarise([m.median_ms / b.median_ms for m, b in zip(got, base, strict=True)])
+    return replace(got[0], median_ms=base_ms * ratio, spread=spread, runs=sum(m.runs for m in got),
+                   baseline_ms=base_ms, seconds=seconds, cached=False)
 
 
 def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: Sweep) -> BenchRequest | Measurement:
