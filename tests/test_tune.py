@@ -578,3 +578,24 @@ def test_a_broader_sweep_after_a_runoff_can_still_change_the_winner(tmp_path: Pa
     assert broad.best is not None and (broad.best[1].spec_key, broad.best[1].knobs) == (best.spec_key, best.knobs)
     assert broad.best[1].runs == 3 * 30 and db.best(t)[1].spec_key == best.spec_key
     assert broad.speedup == pytest.approx(best.baseline_ms / best.median_ms, rel=1e-6)
+
+
+def test_a_runoff_result_is_marked_not_told_by_its_run_count(tmp_path: Path) -> None:
+    """With 50 timed runs a sweep's own measurement has more runs than a full one: only the mark
+    tells a runoff's result apart, and the database keeps it."""
+    from fact.tune.measurement import RUNOFF_MARK, fastest
+
+    t = target()
+    rec = recorded(t)
+    space = enumerate_space(t, H100_SXM)
+    a, b = space.kernels[:2]
+    swept = dataclasses.replace(rec[0], spec_key=a.key, runs=50, median_ms=0.9)
+    decided = dataclasses.replace(rec[0], spec_key=b.key, runs=150, median_ms=1.0,
+                                  reason=f"{RUNOFF_MARK} the median ratio to the baseline over 5 interleaved rounds")
+    assert decided.from_runoff and not swept.from_runoff
+    assert fastest([(a, swept), (b, decided)])[1] is decided
+    db = db_at(tmp_path / "t.sqlite")
+    db.record(t, a, swept)
+    db.record(t, b, decided)
+    best = db.best(t)
+    assert best is not None and best[1].from_runoff and best[1].spec_key == b.key

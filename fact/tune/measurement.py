@@ -18,6 +18,7 @@ from fact.core.specs import ProblemShape
 T = TypeVar("T")
 
 FLAG_SPEEDUP = 10.0  # a speedup above this over the baseline is flagged for review
+RUNOFF_MARK = "runoff:"  # how a runoff's result begins its reason
 
 
 class Status(enum.Enum):
@@ -88,6 +89,12 @@ class Measurement:
         return self.status is Status.OK and math.isfinite(self.median_ms)
 
     @property
+    def from_runoff(self) -> bool:
+        """Whether this is a runoff's result (fact.tune.sweep.runoff): a ratio to the baseline over
+        interleaved rounds, marked in its reason."""
+        return self.ok and self.reason.startswith(RUNOFF_MARK)
+
+    @property
     def tflops(self) -> float:
         return self.problem.flops / (self.median_ms * 1e9) if self.ok else 0.0
 
@@ -129,16 +136,17 @@ FULL_REPS = 30  # timed runs of a full measurement (a prescreen takes fewer)
 
 def fastest(pairs: Sequence[tuple[T, Measurement]]) -> tuple[T, Measurement] | None:
     """The fastest verified, unflagged measurement among the most thoroughly measured: a runoff's
-    finalists (more runs than a full measurement: fact.tune.sweep.runoff) when there was one, else
-    those with full runs (`FULL_REPS`, or the most any has). A short prescreen's lucky median never
+    finalists (`from_runoff`: fact.tune.sweep.runoff) when there was one, else those with full runs
+    (`FULL_REPS`, or the most any has). A short prescreen's lucky median never
     beats a full measurement, nor a measurement taken under other drift a runoff's."""
     ok = [(s, m) for s, m in pairs if m.ok and m.verified and not m.flagged]
     if not ok:
         return None
-    most = max(m.runs for _, m in ok)
-    full = FULL_REPS + 1 if most > FULL_REPS else most
+    if any(m.from_runoff for _, m in ok):
+        ok = [(s, m) for s, m in ok if m.from_runoff]
+    full = min(FULL_REPS, max(m.runs for _, m in ok))
     return min(((s, m) for s, m in ok if m.runs >= full),
                key=lambda sm: (sm[1].median_ms, getattr(sm[0], "key", str(sm[0]))))
 
 
-__all__ = ["FLAG_SPEEDUP", "FULL_REPS", "Measurement", "Status", "categorise", "failure", "fastest", "summarise"]
+__all__ = ["FLAG_SPEEDUP", "FULL_REPS", "RUNOFF_MARK", "Measurement", "Status", "categorise", "failure", "fastest", "summarise"]

@@ -28,7 +28,7 @@ from fact.tune import strategies
 from fact.tune.candidates import Space, Target, enumerate_space
 from fact.tune.db import TuningDB
 from fact.tune.device import H100_SXM, DeviceProfile
-from fact.tune.measurement import FULL_REPS, Measurement, Status, failure, fastest, summarise
+from fact.tune.measurement import FULL_REPS, RUNOFF_MARK, Measurement, Status, failure, fastest, summarise
 from fact.tune.rank import rank
 from fact.tune.request import BenchRequest, Config
 from fact.tune.runners import Builder, Runner
@@ -243,14 +243,14 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
     round, so that drift in the GPU's speed touches all of them alike. A finalist's result is the
     median of its per-round ratio to the baseline's time in the same round, stated in ms at the
     baseline's median over the rounds; its runs are those of every round. It replaces the finalist's
-    sweep measurement (in the database too), and `fastest` prefers runoff results (more runs than a
-    full measurement) to any other. A finalist that fails a round fails the runoff, with the reason.
+    sweep measurement (in the database too), marked in its reason, and `fastest` prefers runoff results
+    to any other. A finalist that fails a round fails the runoff, with the reason.
     A target an earlier runoff decided gets another only when a measurement taken since beats its winner.
     """
     ranked = sorted((sm for sm in sweep.results.values() if sm[1].ok and sm[1].verified and not sm[1].flagged),
                     key=lambda sm: sm[1].median_ms)
     full = [sm for sm in ranked if sm[1].runs >= sweep.reps]
-    decided = [m for _, m in full if m.runs > max(sweep.reps, FULL_REPS)]
+    decided = [m for _, m in full if m.from_runoff]
     if decided and not any(m.median_ms < decided[0].median_ms for _, m in full if m not in decided):
         return  # an earlier runoff decided this target and nothing measured since beats its winner
     if not math.isfinite(sweep.progress.baseline_ms):
@@ -315,7 +315,8 @@ def _runoff_result(config: Config, got: list[Measurement], base: list[Measuremen
                        seconds)
     ratio, spread = summarise([m.median_ms / b.median_ms for m, b in zip(got, base, strict=True)])
     return replace(got[0], median_ms=base_ms * ratio, spread=spread, runs=sum(m.runs for m in got),
-                   baseline_ms=base_ms, seconds=seconds, cached=False)
+                   baseline_ms=base_ms, seconds=seconds, cached=False,
+                   reason=f"{RUNOFF_MARK} the median ratio to the baseline over {len(got)} interleaved rounds")
 
 
 def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: Sweep) -> BenchRequest | Measurement:
