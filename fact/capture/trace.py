@@ -42,6 +42,12 @@ class CapturedGraph:
     def nodes(self) -> list[Any]:
         return list(self.graph_module.graph.nodes)
 
+    @property
+    def buffer_positions(self) -> frozenset[int]:
+        """The positions, among the graph's inputs, of those that are the module's buffers."""
+        placeholders = [n.name for n in self.graph_module.graph.nodes if n.op == "placeholder"]
+        return frozenset(i for i, name in enumerate(placeholders) if name in self.buffers)
+
 
 def _spec_of(t: Any) -> TensorSpec | None:
     import torch

@@ -338,9 +338,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     gm.recompile()
     synthesis = Synthesis(gm, report, plan, composed)
     stage("check: the composed module against the original, end to end")
-    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-    buffers = frozenset(i for i, name in enumerate(placeholders) if name in captured.buffers)
-    _end_to_end(module, gm, inputs, report, benchmark, synthesis, buffers)
+    _end_to_end(module, gm, inputs, report, benchmark, synthesis, captured.buffer_positions)
     return synthesis
 
 

@@ -84,7 +84,7 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
         shapes = [_reduced(example_inputs, device), _reduced(example_inputs, device, first_only=True)]
         if flops <= 8 * FULL_SHAPE_FLOPS or torch.device(device).type == "cuda":
             shapes.append(_full(example_inputs, device))
-    shapes = [_keep_buffers(gm, captured, example_inputs, attempt, device) for attempt in shapes]
+    shapes = [_keep_buffers(captured, example_inputs, attempt, device) for attempt in shapes]
     needed = {n for m in matches for n in _needs(gm, m)}
     recorded, error = None, ""
     for attempt in shapes:
@@ -107,7 +107,7 @@ def check_matches(captured: Any, matches: Sequence[Match], example_inputs: Seque
             _same_dtype(captured, m)
             with torch.no_grad():
                 spreads = ATTENTION_SPREADS if m.attention is not None else GEMM_SPREADS
-                err = max(_disagreement(gm, m, recorded, seed, spread, getattr(captured, "buffers", ()))
+                err = max(_disagreement(gm, m, recorded, seed, spread, captured.buffers)
                           for seed in seeds for spread in spreads)
         except _Unreadable as exc:
             out.append(Agreement(m.id, False, math.inf, str(exc), shape_text))
@@ -394,17 +394,16 @@ def _float64_copy(gm: Any) -> Any:
     return copied
 
 
-def _keep_buffers(gm: Any, captured: Any, example_inputs: Sequence[Any], drawn: list[Any], device: Any) -> list[Any]:
+def _keep_buffers(captured: Any, example_inputs: Sequence[Any], drawn: list[Any], device: Any) -> list[Any]:
     """`drawn` with the inputs that are the module's buffers (a graph from torch.compile takes them as
     inputs) given back their own values, in float64 where floating: drawn at random, a causal mask
     would not be one. Parameters stay drawn, as everywhere in the check."""
     import torch
 
-    buffers = getattr(captured, "buffers", None) or {}
-    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     out = list(drawn)
-    for i, (name, x) in enumerate(zip(placeholders, example_inputs, strict=False)):
-        if name in buffers and isinstance(x, torch.Tensor):
+    for i in captured.buffer_positions:
+        x = example_inputs[i] if i < len(example_inputs) else None
+        if isinstance(x, torch.Tensor):
             out[i] = x.to(device, torch.float64 if x.is_floating_point() else x.dtype)
     return out
 
