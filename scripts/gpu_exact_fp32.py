@@ -49,18 +49,41 @@ SEEDS = (0, 1, 2)
 PROMOTIONS = (32, 64, 128, 256)
 
 
+SELECTED: set[str] | None = None  # --kernels
+
+
 def kernels() -> dict[str, GemmSpec]:
-    """Every kernel the run builds, by role."""
+    """Every kernel the run builds, by role (those --kernels names, when it is given)."""
+    everything = all_kernels()
+    return everything if SELECTED is None else {r: s for r, s in everything.items() if r in SELECTED}
+
+
+def all_kernels() -> dict[str, GemmSpec]:
     def spec(mode: Mode = Mode.GEMM, chain: tuple[str, ...] = (), **tiles: Any) -> GemmSpec:
         return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, tuple(Step(s) for s in chain),
                         mode, Sm90SplitTiles(**tiles))
 
     out = {f"gemm_p{p}": spec(promotion=p) for p in PROMOTIONS}
     out["gemm_128x64_p128"] = spec(tile=(128, 64, 32), promotion=128)
+    out["gemm_128x96_p128"] = spec(tile=(128, 96, 32), promotion=128)
     out["batched_p64"] = spec(Mode.BATCHED, promotion=64)
     out["batched_p128"] = spec(Mode.BATCHED, promotion=128)
     out["streamk_p128"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128)
     out["evt_bias_gelu_tanh_residual_p128"] = spec(chain=("bias", "gelu_tanh", "residual"), promotion=128)
+    # A split in registers (RS wgmma), at the tile that fits its registers and at 128x128
+    for p in (64, 128):
+        out[f"gemm_p{p}_rs"] = spec(promotion=p, a_in_registers=True)
+        out[f"gemm_128x96_p{p}_rs"] = spec(tile=(128, 96, 32), promotion=p, a_in_registers=True)
+    # tile K 16: half the shared memory a stage, twice the stages
+    for p in PROMOTIONS[:3]:
+        out[f"gemm_k16_p{p}"] = spec(tile=(128, 128, 16), promotion=p)
+    out["batched_k16_p128"] = spec(Mode.BATCHED, tile=(128, 128, 16), promotion=128)
+    out["streamk_k16_p128"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK, promotion=128)
+    out["gemm_k16_p64_rs"] = spec(tile=(128, 128, 16), promotion=64, a_in_registers=True)
+    out["gemm_k16_p128_rs"] = spec(tile=(128, 128, 16), promotion=128, a_in_registers=True)
+    out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
+    out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
+                                         promotion=128, a_in_registers=True)
     return out
 
 
@@ -79,25 +102,32 @@ class Case:
 
 def cases(quick: bool = False) -> list[Case]:
     sweep = tuple(f"gemm_p{p}" for p in PROMOTIONS)
+    rs = ("gemm_p64_rs", "gemm_p128_rs", "gemm_128x96_p64_rs", "gemm_128x96_p128_rs", "gemm_k16_p64_rs",
+          "gemm_k16_p128_rs")
+    k16 = tuple(f"gemm_k16_p{p}" for p in PROMOTIONS[:3])
+    gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
+    batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs")
+    streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs")
+    square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs)
     out = [
-        Case("square_2048", (1, 2048, 2048, 2048), kernels=(*sweep, "gemm_128x64_p128")),
-        Case("square_4096", (1, 4096, 4096, 4096), kernels=(*sweep, "gemm_128x64_p128")),
-        Case("square_8192", (1, 8192, 8192, 8192), seeds=(0,)),
-        Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=("batched_p64", "batched_p128")),
-        Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768)),   # [8, 1024, 768] @ [768, 3072]
-        Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024)),  # [4, 8, 512, 1024] @ [1024, 1024]
-        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn"),
-        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt"),
-        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt"),
-        Case("large_k_524288", (1, 256, 256, 524288), kernels=("streamk_p128", "gemm_p128")),
-        Case("large_k_131072", (1, 256, 256, 131072), kernels=("streamk_p128",)),
-        Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=sweep),
-        Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=("streamk_p128", "gemm_p64")),
-        Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=sweep),  # M, N, K off the tiles
-        Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32",), timed=False),
-        Case("denormal", (1, 512, 512, 2048), "denormal", timed=False),
-        Case("inf", (1, 256, 256, 1024), "inf", timed=False),
-        Case("nan", (1, 256, 256, 1024), "nan", timed=False),
+        Case("square_2048", (1, 2048, 2048, 2048), kernels=square),
+        Case("square_4096", (1, 4096, 4096, 4096), kernels=square),
+        Case("square_8192", (1, 8192, 8192, 8192), seeds=(0,), kernels=gemm),
+        Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=batched),
+        Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768), kernels=gemm),   # [8, 1024, 768] @ [768, 3072]
+        Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024), kernels=gemm),  # [4, 8, 512, 1024] @ [1024, 1024]
+        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=gemm),
+        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=gemm),
+        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=gemm),
+        Case("large_k_524288", (1, 256, 256, 524288), kernels=(*streamk, "gemm_p128")),
+        Case("large_k_131072", (1, 256, 256, 131072), kernels=streamk),
+        Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=(*sweep, *k16, *rs)),
+        Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=(*streamk, "gemm_p64")),
+        Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs)),  # M, N, K off the tiles
+        Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32"), timed=False),
+        Case("denormal", (1, 512, 512, 2048), "denormal", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64")),
+        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs")),
+        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs")),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
     ]
     if quick:
@@ -287,6 +317,8 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
         sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
         sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
         for role in case.kernels:
+            if SELECTED is not None and role not in SELECTED:
+                continue
             kernel = kernels_built.get(role)
             row: dict[str, Any] = {"case": case.label, "shape": list(case.shape), "inputs": case.inputs,
                                    "layout": case.layout, "seed": seed, "kernel_role": role,
@@ -361,8 +393,16 @@ def main() -> int:
                                    "writes exact_fp32_ONLY.json")
     ap.add_argument("--quick", action="store_true", help="one seed, shapes up to 2^33 multiply-adds")
     ap.add_argument("--no-verify", action="store_true", help="skip fact.verify's protocol")
+    ap.add_argument("--kernels", help="comma-separated kernel roles: build, verify and time only these")
     ap.add_argument("--dry-run", action="store_true", help="write the plan (kernels, cases) and exit; no GPU")
     args = ap.parse_args()
+    if args.kernels:
+        chosen = set(args.kernels.split(","))
+        unknown = chosen - set(kernels())
+        if unknown:
+            ap.error(f"unknown kernel roles {sorted(unknown)}; known: {', '.join(kernels())}")
+        global SELECTED
+        SELECTED = chosen
     args.out.mkdir(parents=True, exist_ok=True)
     # a run of some cases writes its own file, so that split runs do not overwrite each other
     path = args.out / (f"exact_fp32_{args.only}.json" if args.only else "exact_fp32.json")

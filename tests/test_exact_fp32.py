@@ -28,7 +28,7 @@ from fact.realize.exact_fp32 import (
     uniform_inputs,
     wide_inputs,
 )
-from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90SplitTiles, Sm90Tiles, SpecError
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90SplitTiles, Sm90Tiles, SpecError, _canon
 
 REPO = Path(__file__).resolve().parents[1]
 F32, EXACT, ROW, COL = DType.F32, Precision.EXACT, Layout.ROW, Layout.COL
@@ -112,6 +112,23 @@ def test_names_keys_and_family() -> None:
     assert plain.family == "sm90_gemm"
 
 
+def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
+    """A's split in registers (RS wgmma) is its own kernel; the field leaves existing keys as they were."""
+    import hashlib
+    from dataclasses import asdict
+
+    smem = GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.GEMM, Sm90SplitTiles(promotion=64))
+    regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
+    assert regs.name == smem.name + "_rs" and regs.key != smem.key
+    before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
+    del before["tiles"]["a_in_registers"]  # the key as it was before the field existed
+    blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
+    assert smem.key == hashlib.sha256(blob).hexdigest()
+    # a 128x96 tile fits A's fragments beside the three accumulators; tile K 16 doubles the stages
+    for tile in ((128, 96, 32), (128, 128, 16)):
+        GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(tile, promotion=64, a_in_registers=True)}).validate()
+
+
 @pytest.mark.parametrize(("kwargs", "reason"), [
     ({"layout_b": ROW}, "K-major"),
     ({"tiles": Sm90SplitTiles(schedule=Schedule.PINGPONG)}, "cooperative"),
@@ -121,6 +138,8 @@ def test_names_keys_and_family() -> None:
     ({"tiles": Sm90SplitTiles(promotion=48)}, "multiple of tile K"),
     ({"precision": Precision.TF32}, "precision exact"),
     ({"mode": Mode.STREAMK}, "go together"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 8), promotion=32, a_in_registers=True)}, "at least two wgmma k-blocks"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "128x96xK"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -138,6 +157,7 @@ def _match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int 
 def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     chosen = spec_for(_match(chain=("bias", "relu")), "sm90")
     assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 128
+    assert chosen.tiles.tile == (128, 128, 16) and not chosen.tiles.a_in_registers  # the faster defaults
     assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
     large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
     assert large_k.mode is Mode.STREAMK and large_k.tiles.scheduler is Scheduler.STREAMK
@@ -168,16 +188,28 @@ def test_rendered_source_carries_the_design() -> None:
     assert "accum(i) = isinf(promoted) ? promoted : promoted + small(i);" in text
     plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
     assert "using ElementC = void;" in plain and "{{ " not in plain and "{%" not in plain
+    assert "storage.a_small" in plain and "Tf32RsMma" not in plain
+    # A split in registers: RS wgmma, no shared-memory small A, the split fed from ld.shared
+    rs = GemmSpec(**{**exact_sm90()[0].__dict__, "tiles": Sm90SplitTiles(promotion=128, a_in_registers=True)})
+    text = render(rs).sources[f"{rs.name}.cu"]
+    assert "using TiledMma = Tf32RsMma;" in text and "rs_op_selector" in text
+    assert "storage.a_small" not in text and "make_tiled_copy_A" in text and "fact_split_word(word, rest)" in text
 
 
 @pytest.mark.slow
 @pytest.mark.nvcc
-def test_one_instance_compiles_for_sm90a(tmp_path: Path) -> None:
-    """The EVT instance (bias, tanh-GELU, residual) through nvcc for sm_90a: the mainloop, the stage
-    count's static checks and the epilogue together (~2 min on 2 cores)."""
+@pytest.mark.parametrize("a_in_registers", [False, True], ids=["evt", "a_in_registers"])
+def test_one_instance_compiles_for_sm90a(a_in_registers: bool, tmp_path: Path) -> None:
+    """An instance through nvcc for sm_90a: the mainloop, the stage count's static checks and the
+    epilogue together (~1-2 min each on 2 cores). The EVT instance (bias, tanh-GELU, residual) with
+    the split in shared memory, and the plain one with A split in registers at tile K 16."""
     from fact.build.toolchain import compile_check, find_toolchain
 
-    rendered = render(exact_sm90()[1])
+    spec = exact_sm90()[1]
+    if a_in_registers:
+        spec = GemmSpec(**{**exact_sm90()[0].__dict__,
+                           "tiles": Sm90SplitTiles((128, 128, 16), promotion=128, a_in_registers=True)})
+    rendered = render(spec)
     for name, text in rendered.sources.items():
         (tmp_path / name).write_text(text)
     compile_check(tmp_path / rendered.kernel_file, Arch.SM90, includes=(tmp_path,), output=tmp_path / "kernel.o",

@@ -162,7 +162,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
     if isinstance(spec, GemmSpec):
         if isinstance(spec.tiles, Sm90SplitTiles):
             ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue),
-                   "promotion": spec.tiles.promotion}
+                   "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers}
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
         elif isinstance(spec.tiles, Sm90Tiles):
             ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}

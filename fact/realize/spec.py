@@ -106,14 +106,18 @@ class Sm90Tiles:
 
 @dataclass(frozen=True)
 class Sm90SplitTiles(Sm90Tiles):
-    """The sm90 3xTF32 family (exact fp32 on wgmma): its tiles, and `promotion`, the elements of K
-    after which the big.big accumulator is added to the fp32 register accumulator."""
+    """The sm90 3xTF32 family (exact fp32 on wgmma): its tiles; `promotion`, the elements of K
+    after which the big.big accumulator is added to the fp32 register accumulator; and where A is
+    split: in shared memory beside B (`a_in_registers=False`, SS wgmma), or in the consumer
+    warpgroups' registers on its way to RS wgmma (`True`), which spares shared memory a third of
+    its traffic."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
     schedule: Schedule = Schedule.COOPERATIVE
     scheduler: Scheduler = Scheduler.PERSISTENT
     promotion: int = 128
+    a_in_registers: bool = False
 
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
@@ -163,7 +167,7 @@ class GemmSpec:
             t = self.tiles
             hier = f"{_dims(t.tile)}_c{_dims(t.cluster)}_{t.schedule.value}_{t.scheduler.value}"
             if isinstance(t, Sm90SplitTiles):
-                hier += f"_p{t.promotion}"
+                hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -276,13 +280,15 @@ class GemmSpec:
         if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
             raise SpecError("stream-K mode and the stream-K tile scheduler go together")
         m, n, k = t.tile
-        if m != 128 or n not in (64, 128) or k % 8:
-            raise SpecError(f"tile {_dims(t.tile)}: the sm90 3xTF32 family takes 128x64xK or 128x128xK (K a multiple "
+        if m != 128 or n not in (64, 96, 128) or k % 8:
+            raise SpecError(f"tile {_dims(t.tile)}: the sm90 3xTF32 family takes 128x64xK, 128x96xK or 128x128xK (K a multiple "
                             "of 8): each consumer thread holds three accumulators of the 64xN warpgroup tile")
-        stages = _SPLIT_SMEM_BYTES // (2 * (m + n) * k * 4 + 32)
-        if stages < 2:
+        stage_bytes = ((m if t.a_in_registers else 2 * m) + 2 * n) * k * 4
+        if _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 2:
             raise SpecError(f"tile {_dims(t.tile)}: raw and small tiles of two stages do not fit in shared memory "
-                            f"({2 * (m + n) * k * 4} bytes a stage); use tile K 32")
+                            f"({stage_bytes} bytes a stage); use tile K 32")
+        if t.a_in_registers and k < 16:
+            raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
             raise SpecError(f"promotion every {t.promotion} elements of K: it must be a multiple of tile K ({k}) "
                             "and at most 256 (longer tensor-core sums lose fp32 accuracy)")
@@ -348,8 +354,16 @@ def _canon(value: Any) -> Any:
 
 
 def spec_key(spec: KernelSpec) -> str:
-    """sha256 of the canonical JSON of the spec (its type included)."""
-    blob = json.dumps({"type": type(spec).__name__, "family": spec.family, **_canon(asdict(spec))},
+    """sha256 of the canonical JSON of the spec (its type included).
+
+    A field added to a family after its first kernels is left out while it holds its default, so
+    the keys of those kernels (build cache, verification records, tuning rows) stay what they were.
+    """
+    data = _canon(asdict(spec))
+    tiles = data.get("tiles")
+    if isinstance(tiles, dict) and tiles.get("a_in_registers") is False:
+        del tiles["a_in_registers"]
+    blob = json.dumps({"type": type(spec).__name__, "family": spec.family, **data},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -280,6 +280,31 @@ struct FactSplitTf32Mainloop {
     run(storage.b.data() + stage * kStageWordsB, storage.b_small.data() + stage * kStageWordsB, kStageWordsB);
   }
 
+  // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
+  // promote just before the batch that opens the next interval: the wait then costs the least.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE static void promote(FrgTensorC& accum, FrgTensorC& big) {
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(big);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); ++i) {
+      accum(i) += big(i);
+      big(i) = 0.f;
+    }
+    warpgroup_fence_operand(big);
+  }
+
+  // accum = (accum + P) + S, once every wgmma is done.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
+    // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
+    // from an infinite operand's zero small part meeting the other operand (IEEE's inf x 0).
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); ++i) {
+      float const promoted = accum(i) + big(i);
+      accum(i) = isinf(promoted) ? promoted : promoted + small(i);
+    }
+  }
   // Consumer warpgroups: split each stage, then (big, big) -> P, (big, small) + (small, big) -> S;
   // P is promoted into `accum` every PromotionTiles k-tiles; at the end accum = (accum + P) + S.
   template <class FrgTensorC>
@@ -319,6 +344,10 @@ struct FactSplitTf32Mainloop {
       split_stage(storage, stage, thread_idx);  // overlaps the previous k-tile's wgmma
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by wgmma
       split_done.arrive_and_wait();
+      if (since_promotion == PromotionTiles) {  // P's interval ended with the previous k-tile
+        promote(accum, big);  // after this stage's split, which that k-tile's batch hid
+        since_promotion = 0;
+      }
 
       warpgroup_fence_operand(big);
       warpgroup_fence_operand(small);
@@ -345,37 +374,20 @@ struct FactSplitTf32Mainloop {
       }
       pending = true;
       ++read_state;
-
-      if (++since_promotion == PromotionTiles) {
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(big);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(accum); ++i) {
-          accum(i) += big(i);
-          big(i) = 0.f;
-        }
-        warpgroup_fence_operand(big);
-        since_promotion = 0;
-      }
+      ++since_promotion;
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(big);
     warpgroup_fence_operand(small);
     if (pending) pipeline.consumer_release(release_state);
-    // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
-    // from an infinite operand's zero small part meeting the other operand (IEEE's inf x 0).
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(accum); ++i) {
-      float const promoted = accum(i) + big(i);
-      accum(i) = isinf(promoted) ? promoted : promoted + small(i);
-    }
+    finish(accum, big, small);
   }
-
   // mma() waited for its last wgmma and released every stage it read.
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
 };
 
-// Stages: as many as fit in shared memory (raw and small tiles each) next to the epilogue, at most 4.
+// Stages: as many as fit in shared memory (raw and small tiles each) next to the epilogue, at most 8: a
+// stage is released only when the batch that reads it is done, so TMA runs fewer than Stages - 1 ahead.
 template <int Stages>
 using FactKernelWithStages = cutlass::gemm::kernel::GemmUniversal<
     Shape<int, int, int, int>, FactSplitTf32Mainloop<Tf32Reference, Stages, 2>, CollectiveEpilogue,
@@ -383,7 +395,8 @@ using FactKernelWithStages = cutlass::gemm::kernel::GemmUniversal<
 template <int Stages>
 constexpr bool kFactFits = sizeof(typename FactKernelWithStages<Stages>::SharedStorage) <=
                            static_cast<size_t>(cutlass::gemm::collective::detail::sm90_smem_capacity_bytes);
-constexpr int kSplitStages = kFactFits<4> ? 4 : kFactFits<3> ? 3 : 2;
+constexpr int kSplitStages = kFactFits<8> ? 8 : kFactFits<7> ? 7 : kFactFits<6> ? 6 : kFactFits<5> ? 5
+                             : kFactFits<4> ? 4 : kFactFits<3> ? 3 : 2;
 static_assert(kFactFits<kSplitStages>, "two stages of raw and small tiles do not fit in shared memory");
 using CollectiveMainloop = FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 2>;
 
