@@ -110,7 +110,8 @@ class Sm90SplitTiles(Sm90Tiles):
     after which the big.big accumulator is added to the fp32 register accumulator; and where A is
     split: in shared memory beside B (`a_in_registers=False`, SS wgmma), or in the consumer
     warpgroups' registers on its way to RS wgmma (`True`), which spares shared memory a third of
-    its traffic."""
+    its traffic but serialises A's split with its own warpgroup's wgmma (slower on the H100:
+    results/exact_fp32/h100_2026-11-23/)."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -286,7 +287,7 @@ class GemmSpec:
         stage_bytes = ((m if t.a_in_registers else 2 * m) + 2 * n) * k * 4
         if _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 2:
             raise SpecError(f"tile {_dims(t.tile)}: raw and small tiles of two stages do not fit in shared memory "
-                            f"({stage_bytes} bytes a stage); use tile K 32")
+                            f"({stage_bytes} bytes a stage); use tile K 32 or 16")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
