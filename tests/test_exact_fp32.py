@@ -28,7 +28,16 @@ from fact.realize.exact_fp32 import (
     uniform_inputs,
     wide_inputs,
 )
-from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90SplitTiles, Sm90Tiles, SpecError, _canon
+from fact.realize.spec import (
+    GemmSpec,
+    Mode,
+    Schedule,
+    Scheduler,
+    Sm90SplitTiles,
+    Sm90Tiles,
+    SpecError,
+    _canon,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 F32, EXACT, ROW, COL = DType.F32, Precision.EXACT, Layout.ROW, Layout.COL
