@@ -59,8 +59,9 @@ def kernels() -> dict[str, GemmSpec]:
 
 
 def all_kernels() -> dict[str, GemmSpec]:
-    def spec(mode: Mode = Mode.GEMM, chain: tuple[str, ...] = (), **tiles: Any) -> GemmSpec:
-        return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, tuple(Step(s) for s in chain),
+    def spec(mode: Mode = Mode.GEMM, chain: tuple[str, ...] = (), layout: str = "tn", **tiles: Any) -> GemmSpec:
+        la, lb = (Layout.ROW if c == "t" else Layout.COL for c in layout)
+        return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, tuple(Step(s) for s in chain),
                         mode, Sm90SplitTiles(**tiles))
 
     out = {f"gemm_p{p}": spec(promotion=p) for p in PROMOTIONS}
@@ -81,6 +82,13 @@ def all_kernels() -> dict[str, GemmSpec]:
     out["streamk_k16_p128"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK, promotion=128)
     out["gemm_k16_p64_rs"] = spec(tile=(128, 128, 16), promotion=64, a_in_registers=True)
     out["gemm_k16_p128_rs"] = spec(tile=(128, 128, 16), promotion=128, a_in_registers=True)
+    # two accumulators (all three products in P): a wider tile in the same registers
+    for p in (32, 64, 128):
+        out[f"gemm_n192_acc2_p{p}"] = spec(tile=(128, 192, 16), promotion=p, accumulators=2)
+    out["gemm_k16_acc2_p64"] = spec(tile=(128, 128, 16), promotion=64, accumulators=2)
+    # the other layouts through the kernel's own call, which copies them to K-major
+    for layout in ("nn", "tt", "nt"):
+        out[f"gemm_k16_p128_{layout}"] = spec(tile=(128, 128, 16), promotion=128, layout=layout)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -104,8 +112,10 @@ def cases(quick: bool = False) -> list[Case]:
     sweep = tuple(f"gemm_p{p}" for p in PROMOTIONS)
     rs = ("gemm_p64_rs", "gemm_p128_rs", "gemm_128x96_p64_rs", "gemm_128x96_p128_rs", "gemm_k16_p64_rs",
           "gemm_k16_p128_rs")
-    k16 = tuple(f"gemm_k16_p{p}" for p in PROMOTIONS[:3])
+    k16 = (*(f"gemm_k16_p{p}" for p in PROMOTIONS[:3]), "gemm_k16_acc2_p64",
+           *(f"gemm_n192_acc2_p{p}" for p in PROMOTIONS[:3]))
     gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
+    acc2 = ("gemm_k16_acc2_p64", "gemm_n192_acc2_p32", "gemm_n192_acc2_p64")
     batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs")
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs)
@@ -116,18 +126,19 @@ def cases(quick: bool = False) -> list[Case]:
         Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=batched),
         Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768), kernels=gemm),   # [8, 1024, 768] @ [768, 3072]
         Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024), kernels=gemm),  # [4, 8, 512, 1024] @ [1024, 1024]
-        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=gemm),
-        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=gemm),
-        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=gemm),
+        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, "gemm_k16_p128_nn")),
+        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, "gemm_k16_p128_tt")),
+        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, "gemm_k16_p128_nt")),
         Case("large_k_524288", (1, 256, 256, 524288), kernels=(*streamk, "gemm_p128")),
         Case("large_k_131072", (1, 256, 256, 131072), kernels=streamk),
         Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=(*sweep, *k16, *rs)),
         Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=(*streamk, "gemm_p64")),
         Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs)),  # M, N, K off the tiles
         Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32"), timed=False),
-        Case("denormal", (1, 512, 512, 2048), "denormal", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64")),
-        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs")),
-        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs")),
+        Case("denormal", (1, 512, 512, 2048), "denormal", timed=False,
+             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2)),
+        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2)),
+        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
     ]
     if quick:
@@ -263,7 +274,8 @@ def sgemm(case: Case, x: dict[str, Any]) -> Any:
 
 def fact_call(kernel: Any, case: Case, x: dict[str, Any], out: Any) -> Any:
     a, b = operands(case, x)
-    if case.layout != "tn":  # the kernel reads K-major operands: A row-major, B column-major
+    built_for = kernel.spec.layout_a.blas + kernel.spec.layout_b.blas
+    if case.layout != built_for:  # a TN kernel: make the operands K-major here (A row-, B column-major)
         a = a.contiguous()
         b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
     residual = x["residual"][0] if "residual" in x else None

@@ -130,25 +130,30 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    del before["tiles"]["a_in_registers"]  # the key as it was before the field existed
+    del before["tiles"]["a_in_registers"], before["tiles"]["accumulators"]  # the key before these fields
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
+    two = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles((128, 192, 16), promotion=64, accumulators=2)})
+    assert two.validate().name.endswith("_p64_acc2") and two.key != smem.key
+    text = render(two).sources[f"{two.name}.cu"]
+    assert "auto& small = big;" in text and "finish(accum, big);" in text and "Tensor small" not in text
     # a 128x96 tile fits A's fragments beside the three accumulators; tile K 16 doubles the stages
     for tile in ((128, 96, 32), (128, 128, 16)):
         GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(tile, promotion=64, a_in_registers=True)}).validate()
 
 
 @pytest.mark.parametrize(("kwargs", "reason"), [
-    ({"layout_b": ROW}, "K-major"),
     ({"tiles": Sm90SplitTiles(schedule=Schedule.PINGPONG)}, "cooperative"),
-    ({"tiles": Sm90SplitTiles(tile=(128, 256, 32))}, "three accumulators"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 256, 32))}, "3 accumulators"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 256, 16), accumulators=2)}, "2 accumulators"),
+    ({"tiles": Sm90SplitTiles(accumulators=1)}, "3 .P and S. or 2"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 64))}, "do not fit"),
     ({"tiles": Sm90SplitTiles(promotion=512)}, "at most 256"),
     ({"tiles": Sm90SplitTiles(promotion=48)}, "multiple of tile K"),
     ({"precision": Precision.TF32}, "precision exact"),
     ({"mode": Mode.STREAMK}, "go together"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 8), promotion=32, a_in_registers=True)}, "at least two wgmma k-blocks"),
-    ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "128x96xK"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -175,9 +180,13 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert spec_for(_match(), "sm80").family == "sm80_gemm"  # wgmma is sm90's
     left_out = spec_for(_match(), "sm90", exclude=("sm90_gemm_3xtf32",))
     assert left_out.family == "sm80_gemm" and left_out.math == "3xtf32"
+    # operands that are not K-major are served too: the binding copies them to K-major first
+    for layouts in ((COL, COL), (ROW, ROW), (COL, ROW)):
+        spec = spec_for(_match(layouts=layouts), "sm90")
+        assert spec.family == "sm90_gemm_3xtf32" and (spec.copies_a, spec.copies_b) == (
+            layouts[0] is COL, layouts[1] is ROW)
     # where it cannot serve, the sm80 exact path serves, and asking for it directly says why
-    for bad, reason in ((_match(layouts=(COL, COL)), "K-major"), (_match(k=1022), "multiples of 4"),
-                        (_match(n=382), "multiples of 4")):
+    for bad, reason in ((_match(k=1022), "multiples of 4"), (_match(n=382), "multiples of 4")):
         assert spec_for(bad, "sm90").family == "sm80_gemm"
         with pytest.raises(SpecError, match=reason):
             sm90_3xtf32_spec(bad)
@@ -203,6 +212,12 @@ def test_rendered_source_carries_the_design() -> None:
     text = render(rs).sources[f"{rs.name}.cu"]
     assert "using TiledMma = Tf32RsMma;" in text and "rs_op_selector" in text
     assert "storage.a_small" not in text and "make_tiled_copy_A" in text and "fact_split_word(word, rest)" in text
+    # a row-major B: the kernel is the TN one, the binding makes B column-major on the caller's stream
+    tt = GemmSpec(**{**exact_sm90()[0].__dict__, "layout_b": ROW})
+    sources = render(tt).sources
+    assert sources[f"{tt.name}.cu"].count("cutlass::layout::ColumnMajor") == text.count("cutlass::layout::ColumnMajor")
+    assert "b = b.transpose(r - 1, r - 2).contiguous().transpose(r - 1, r - 2);" in sources["binding.cpp"]
+    assert "a = a.contiguous();" not in sources["binding.cpp"] and "b must be row-major" in sources["binding.cpp"]
 
 
 @pytest.mark.slow

@@ -70,7 +70,7 @@ def test_exact_fp32_plan_and_realizations_carry_no_tf32(kb, meta, tmp_path) -> N
     [item] = plan.items
     assert item.exemplars and all(meta[e.id]["precision"] == "exact" for e in item.exemplars)
     [real] = realizations(plan, kb)
-    assert real.spec is not None and real.spec.name.startswith("sm80_gemm_3xtf32_")
+    assert real.spec is not None and real.spec.name.startswith("sm90_gemm_3xtf32_tt_")  # B copied to K-major
     assert real.exemplars and all(meta[i]["math"] == "3xtf32" for i in real.exemplars)
     assert real.grounding == "exact" and real.grounding_note == ""
 

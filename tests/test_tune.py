@@ -165,9 +165,9 @@ def test_ping_pong_ranks_up_where_the_epilogue_is_costly() -> None:
 def test_spec_json_round_trips() -> None:
     from fact.realize.catalog import exact_sm90
 
-    split_a_in_registers = dataclasses.replace(exact_sm90()[0], tiles=dataclasses.replace(
-        exact_sm90()[0].tiles, a_in_registers=True))
-    for spec in [*enumerate_space(target(256, 256, 131072)).kernels[::37], *exact_sm90(), split_a_in_registers]:
+    variants = [dataclasses.replace(exact_sm90()[0], tiles=dataclasses.replace(exact_sm90()[0].tiles, **knob))
+                for knob in ({"a_in_registers": True}, {"tile": (128, 192, 16), "accumulators": 2})]
+    for spec in [*enumerate_space(target(256, 256, 131072)).kernels[::37], *exact_sm90(), *variants]:
         assert spec_from_json(spec_to_json(spec)) == spec and spec_from_json(spec_to_json(spec)).key == spec.key
 
 

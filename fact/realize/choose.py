@@ -18,7 +18,8 @@ from fact.realize.spec import (
     Step,
 )
 
-# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (TN, K and N multiples of 4). On
+# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (K and N multiples of 4; an operand
+# that is not K-major is copied to K-major inside the kernel's call, and the time counts it). On
 # the H100 it ran 1.3-1.6x cuBLAS SGEMM from 2048^3 up and about level at 1000^3, with a smaller error
 # than SGEMM's at the benchmark shapes (results/exact_fp32/); elsewhere the sm80 3xTF32 (mma.sync) or
 # SIMT kernels serve. `exclude` in spec_for leaves a family out.
@@ -63,7 +64,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
 
     Raises:
-        SpecError: the match is not fp32 exact, its operands are not K-major (TN), K or N is not a
+        SpecError: the match is not fp32 exact, K or N is not a
             multiple of 4 (16-byte rows for TMA), or the spec refuses the combination.
     """
     assert match.problem is not None and match.layouts is not None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,11 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
     abi = ENV.get_template("abi.h.j2").render()
     if isinstance(spec, GemmSpec):
         if isinstance(spec.tiles, Sm90SplitTiles):
-            ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue),
-                   "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers}
+            # TF32 wgmma reads K-major operands only: the kernel is TN, the binding copies the others
+            tn = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL)
+            ctx = {**common, **_sm90_context(tn), "chain_text": _chain_text(spec.epilogue),
+                   "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
+                   "accumulators": spec.tiles.accumulators}
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
         elif isinstance(spec.tiles, Sm90Tiles):
             ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}
@@ -174,7 +178,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="gemm", source_kind=_source_kind(spec), dtype=_torch_dtype(spec.dtype),
             batched=spec.mode is Mode.BATCHED, causal=False, row_a=spec.layout_a is Layout.ROW,
-            row_b=spec.layout_b is Layout.ROW)
+            row_b=spec.layout_b is Layout.ROW, copy_a=spec.copies_a, copy_b=spec.copies_b)
         includes: tuple[str, ...] = ()
     else:
         assert isinstance(spec, FmhaSpec)

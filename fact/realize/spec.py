@@ -119,6 +119,9 @@ class Sm90SplitTiles(Sm90Tiles):
     scheduler: Scheduler = Scheduler.PERSISTENT
     promotion: int = 128
     a_in_registers: bool = False
+    # 3: big.big in P, the two residual products in S; 2: all three in P (promoted together), which
+    # frees S's registers for a tile N up to 192, at the price of inf x inf giving NaN (0 x inf)
+    accumulators: int = 3
 
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
@@ -169,6 +172,7 @@ class GemmSpec:
             hier = f"{_dims(t.tile)}_c{_dims(t.cluster)}_{t.schedule.value}_{t.scheduler.value}"
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
+                hier += "_acc2" if t.accumulators == 2 else ""
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -186,6 +190,17 @@ class GemmSpec:
     def op(self) -> str:
         """The kernel's custom op name in the `fact` namespace (epilogue constants live in the key)."""
         return f"{self.name}_{self.key[:8]}"
+
+    @property
+    def copies_a(self) -> bool:
+        """Whether the binding copies A to row-major (K-major) before the kernel: the sm90 3xTF32
+        family reads K-major operands only (TF32 wgmma), and serves the other layouts this way."""
+        return isinstance(self.tiles, Sm90SplitTiles) and self.layout_a is Layout.COL
+
+    @property
+    def copies_b(self) -> bool:
+        """Whether the binding copies B to column-major (K-major) before the kernel (see copies_a)."""
+        return isinstance(self.tiles, Sm90SplitTiles) and self.layout_b is Layout.ROW
 
     @property
     def residual_after_activation(self) -> bool:
@@ -270,9 +285,6 @@ class GemmSpec:
         assert isinstance(t, Sm90SplitTiles)
         if self.arch is not Arch.SM90 or self.dtype is not DType.F32 or self.precision is not Precision.EXACT:
             raise SpecError("the sm90 3xTF32 family computes exact fp32: sm90, f32 operands, precision exact")
-        if self.layout_a is not Layout.ROW or self.layout_b is not Layout.COL:
-            raise SpecError("the sm90 3xTF32 family needs K-major operands (A row-major, B column-major: TN): "
-                            "TF32 wgmma reads no other; transpose the operand or use the sm80 3xTF32 kernel")
         if t.schedule is not Schedule.COOPERATIVE:
             raise SpecError(f"the sm90 3xTF32 mainloop is written for the cooperative schedule, not {t.schedule.value} "
                             "(its operand split synchronises the two consumer warpgroups of one tile)")
@@ -281,9 +293,12 @@ class GemmSpec:
         if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
             raise SpecError("stream-K mode and the stream-K tile scheduler go together")
         m, n, k = t.tile
-        if m != 128 or n not in (64, 96, 128) or k % 8:
-            raise SpecError(f"tile {_dims(t.tile)}: the sm90 3xTF32 family takes 128x64xK, 128x96xK or 128x128xK (K a multiple "
-                            "of 8): each consumer thread holds three accumulators of the 64xN warpgroup tile")
+        if t.accumulators not in (2, 3):
+            raise SpecError(f"{t.accumulators} accumulators: the sm90 3xTF32 family holds 3 (P and S) or 2 (P only)")
+        widths = (64, 96, 128) if t.accumulators == 3 else (64, 96, 128, 160, 192)
+        if m != 128 or n not in widths or k % 8:
+            raise SpecError(f"tile {_dims(t.tile)}: the sm90 3xTF32 family takes 128xNxK, N in {widths}, K a multiple "
+                            f"of 8: each consumer thread holds {t.accumulators} accumulators of the 64xN warpgroup tile")
         stage_bytes = ((m if t.a_in_registers else 2 * m) + 2 * n) * k * 4
         if _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 2:
             raise SpecError(f"tile {_dims(t.tile)}: raw and small tiles of two stages do not fit in shared memory "
@@ -362,8 +377,9 @@ def spec_key(spec: KernelSpec) -> str:
     """
     data = _canon(asdict(spec))
     tiles = data.get("tiles")
-    if isinstance(tiles, dict) and tiles.get("a_in_registers") is False:
-        del tiles["a_in_registers"]
+    for added, default in (("a_in_registers", False), ("accumulators", 3)):
+        if isinstance(tiles, dict) and tiles.get(added) == default:
+            del tiles[added]
     blob = json.dumps({"type": type(spec).__name__, "family": spec.family, **data},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

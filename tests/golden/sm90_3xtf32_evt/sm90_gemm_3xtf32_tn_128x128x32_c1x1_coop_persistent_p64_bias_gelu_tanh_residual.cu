@@ -294,6 +294,13 @@ struct FactSplitTf32Mainloop {
     warpgroup_fence_operand(big);
   }
 
+  // accum + P, once every wgmma is done (two accumulators: P holds all three products).
+  template <class FrgTensorC>
+  CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(accum); ++i) accum(i) += big(i);
+  }
+
   // accum = (accum + P) + S, once every wgmma is done.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
