@@ -14,7 +14,7 @@ from fact.realize import Realization
 from fact.realize.catalog import _gemm_match
 from fact.realize.choose import spec_for
 from fact.tune.db import Environment, TuningDB
-from fact.tune.hook import tuned_realizations
+from fact.tune.hook import target_of, tuned_realizations
 from tests.tune_support import recorded, target
 
 RECORDED = Path(__file__).resolve().parents[1] / "results" / "tune" / "h100_2026-11-22" / "tuning_export.jsonl"
@@ -98,19 +98,31 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
     assert same[match.id].spec == default and not knobs and "another family" in notes[0]
 
 
-def test_a_family_without_tuning_candidates_keeps_its_default_without_a_search(tmp_path: Path) -> None:
+def test_exact_fp32_on_sm90_is_searched_among_its_own_family(tmp_path: Path) -> None:
+    """The sm90 3xTF32 family has candidates (tiles, promotion, where A is split): a miss is searched,
+    and its winner of that family replaces the default."""
+    from fact.tune.candidates import enumerate_space
+    from fact.tune.measurement import Measurement, Status
+
     match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), True, ())
     default = spec_for(match, Arch.SM90)
     assert default.family == "sm90_gemm_3xtf32"
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    t = target_of(match, default)
+    split = [s for s in enumerate_space(t).kernels if s.family == default.family and s.key != default.key]
+    assert split and all(s.tiles.promotion <= default.tiles.promotion and s.tiles.accumulators == 3 for s in split)
+    winner = next(s for s in split if s.tiles.a_in_registers)
+    m = Measurement(winner.key, winner.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem, Status.OK,
+                    0.1, 0.0, 30, verified=True)
 
     def search(tgt):
-        pytest.fail("a search of this target could only find kernels of another family")
+        db.record(tgt, winner, m)
+        return SimpleNamespace(best=(winner, m))
 
     items = [SimpleNamespace(match=match)]
-    same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, mode="search",
-                                            db=db, search=search)
-    assert same[match.id].spec == default and not knobs and "no tuning candidates yet" in notes[0]
+    tuned, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, mode="search",
+                                             db=db, search=search)
+    assert tuned[match.id].spec == winner and match.id in knobs and "tuned" in notes[0]
 
 
 def test_a_miss_is_tuned_when_asked(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any

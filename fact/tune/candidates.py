@@ -1,7 +1,8 @@
 """Candidate kernels from the CUTLASS hierarchy, built from data tables and filtered by rules.
 
 sm90: tile x cluster x kernel schedule (which fixes the epilogue schedule) x tile scheduler,
-with raster order, swizzle and split count as run-time knobs. sm80: threadblock x warp x
+with raster order, swizzle and split count as run-time knobs; for exact fp32, the 3xTF32 family's
+tile x promotion interval x where A is split. sm80: threadblock x warp x
 instruction shape x stages x swizzle x split-K slices (all compile-time in CUTLASS 2.x).
 
 Every dropped candidate is kept as a Rejection with the rule that dropped it: the spec's own
@@ -21,12 +22,14 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
+from fact.realize.choose import promotion_for
 from fact.realize.spec import (
     GemmSpec,
     Mode,
     Schedule,
     Scheduler,
     Sm80Tiles,
+    Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
     Step,
@@ -82,6 +85,11 @@ SM90_SCHEDULES = tuple(Schedule)
 SM90_SCHEDULERS = tuple(Scheduler)
 SM90_SWIZZLES = (1, 2, 4, 8)
 SM90_SPLITS = (1, 2, 4, 8, 16, 32, 64)
+# The sm90 3xTF32 family (exact fp32): tiles x where A is split x promotion intervals no longer than
+# fact.realize.choose.promotion_for(K), which kept the error below SGEMM's at every measured shape. Its
+# two-accumulator variant is left out: on the H100 it did not (results/exact_fp32/h100_2026-11-23/).
+SM90_SPLIT_TILES = ((128, 128, 16), (128, 96, 16), (128, 64, 16), (128, 128, 32), (128, 64, 32))
+SM90_SPLIT_PROMOTIONS = (32, 64, 128)
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
@@ -185,6 +193,24 @@ def _sm90_specs(target: Target) -> Iterator[GemmSpec]:
                        target.epilogue, mode, Sm90Tiles(tile, cluster, schedule, scheduler))
 
 
+def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
+    if target.dtype is not DType.F32 or target.precision is not Precision.EXACT:
+        return
+    p = target.problem
+    longest = promotion_for(p.k)
+    schedulers = [Scheduler.PERSISTENT]
+    if p.batch == 1 and p.k >= LARGE_K_RATIO * max(p.m, p.n):
+        schedulers.append(Scheduler.STREAMK)
+    for tile, promotion, in_registers, scheduler in itertools.product(
+            SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, (False, True), schedulers):
+        if promotion > longest or promotion % tile[2]:
+            continue  # less accurate than the default interval, or not whole k-tiles (no candidate)
+        mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
+        yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
+                       mode, Sm90SplitTiles(tile, scheduler=scheduler, promotion=promotion,
+                                            a_in_registers=in_registers))
+
+
 def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
     """The run-time knob settings worth sweeping for a built sm90 kernel on `problem`."""
     t = spec.tiles
@@ -264,9 +290,9 @@ class Space:
         return dict(Counter(r.rule for r in self.rejected))
 
 
-# The kernel families whose candidates the tables above enumerate; any other family (the sm90 3xTF32
-# one) runs its default configuration, and tuning says so instead of searching another family.
-TUNED_FAMILIES = frozenset({"sm90_gemm", "sm80_gemm"})
+# The kernel families whose candidates the tables above enumerate; any other family runs its default
+# configuration, and tuning says so instead of searching another family.
+TUNED_FAMILIES = frozenset({"sm90_gemm", "sm90_gemm_3xtf32", "sm80_gemm"})
 
 
 def _families(target: Target, device: DeviceProfile) -> list[Arch]:
@@ -291,7 +317,8 @@ def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
     knobs: dict[str, list[Knobs]] = {}
     rejected: list[Rejection] = []
     for family in families or tuple(_families(target, device)):
-        specs = _sm90_specs(target) if family is Arch.SM90 else _sm80_specs(target)
+        specs = itertools.chain(_sm90_split_specs(target), _sm90_specs(target)) if family is Arch.SM90 \
+            else _sm80_specs(target)
         rules = sm90_rules if family is Arch.SM90 else sm80_rules
         seen_alignment: set[str] = set()
         for spec in specs:
