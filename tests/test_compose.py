@@ -695,3 +695,18 @@ def test_every_input_a_match_reads_is_guarded_not_only_its_operands() -> None:
         gm(x, torch.empty(2, 32, 64, dtype=BF16))
         torch.testing.assert_close(gm(x, short), module(x, short), atol=2e-2, rtol=2e-2)
     assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+
+
+def test_a_kernel_slower_than_its_original_ops_is_kept_out() -> None:
+    """Synthesis times each composed kernel against the ops it replaces on the module's own inputs;
+    one that ran slower goes back to the original ops, and the report says why."""
+    from fact.compose.report import ItemReport
+    from fact.compose.synthesize import slower_than_original
+
+    def item(name: str, kernel_ms: float | None, original_ms: float | None, status: str = "composed") -> ItemReport:
+        return ItemReport(name, "gemm", [name], status, kernel_ms=kernel_ms, original_ms=original_ms)
+
+    items = [item("faster", 1.0, 1.5), item("level", 1.0, 1.0), item("slower", 5.6, 5.456),
+             item("untimed", None, 1.0), item("already_kept", 9.0, 1.0, status="kept")]
+    [(it, reason)] = slower_than_original(items)
+    assert it.match_id == "slower" and "5.600 ms against 5.456 ms" in reason

@@ -422,7 +422,8 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
     """Outputs of the composed module against the original's and a float64 run (on fresh inputs; the
     inputs at `buffers` keep their values: a causal mask stays one, so its kernel is checked too); a
     composed module worse than the original's own error by a wide margin is not used. Then timings,
-    if asked."""
+    if asked: each item's kernel against its original ops on the module's own inputs (a kernel slower
+    than them is kept out, with the reason), and the whole module, original and composed."""
     import torch
 
     from fact.core.enums import Precision
@@ -473,10 +474,25 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             call = d.call
             it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
             it.kernel_ms = time_ms(lambda d=d, args=args, call=call: call_kernel(call, args, d.original))
+        for it, reason in slower_than_original(report.items):
+            synthesis.dispatches()[it.match_id].call = None
+            it.status, it.reason = "kept", reason
+        in_use = {it.op.removeprefix("fact::") for it in report.items if it.status == "composed"}
+        for op in set(synthesis.kernels) - in_use:
+            del synthesis.kernels[op]
         original_ms = time_ms(lambda: module(*x))
         composed_ms = time_ms(lambda: composed(*x))
     report.end_to_end.update({"original_ms": original_ms, "composed_ms": composed_ms,
                               "speedup": original_ms / composed_ms if composed_ms else None})
+
+
+def slower_than_original(items: Sequence[ItemReport]) -> list[tuple[ItemReport, str]]:
+    """The composed items whose kernel ran slower than the original ops (medians on the module's own
+    inputs), each with the reason: a kernel is composed to make the module faster."""
+    return [(it, f"slower than the original ops on the module's inputs ({it.kernel_ms:.3f} ms against "
+                 f"{it.original_ms:.3f} ms)")
+            for it in items
+            if it.status == "composed" and it.kernel_ms and it.original_ms and it.kernel_ms > it.original_ms]
 
 
 def _rel(got: Any, want: Any) -> float:
