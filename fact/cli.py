@@ -480,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = _module_parser(sub, "synthesize", "compose verified CUTLASS kernels into a module, with a report")
     s.add_argument("--compile-check", action=argparse.BooleanOptionalAction, default=True,
                    help="without a GPU, compile every kernel with nvcc to check it (default: yes)")
-    s.add_argument("--no-benchmark", action="store_true", help="skip timing the kernels and the module")
+    s.add_argument("--no-benchmark", action="store_true",
+                   help="skip timing the module end to end (each kernel is still timed against its original ops)")
     s.add_argument("--tune", action="store_true", help="use the tuning database's winners for this GPU (kernel and "
                                                        "run-time knobs; `fact tune` fills it)")
     s.add_argument("--tune-missing", action="store_true", help="as --tune, and tune each GEMM the database lacks "

@@ -86,7 +86,8 @@ def synthesize(
         kb: the KnowledgeBase to ground kernels on (default: the corpus in memory).
         cache: a fact.build.cache.BuildCache (default: the user cache).
         compile_check: without a GPU, compile every rendered kernel with nvcc to check it.
-        benchmark: time every composed kernel and the whole module against the original.
+        benchmark: time the whole module against the original (every composed kernel is timed against
+            its original ops either way, and kept out where it is slower).
         seeds: random seeds of the verification (each at several shapes).
         on_stage: called with a short line as each stage starts (a progress display).
         registry: the PatternRegistry of verified and learned patterns (default: the user's). A
@@ -421,9 +422,9 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
                 synthesis: Synthesis, buffers: frozenset[int] = frozenset()) -> None:
     """Outputs of the composed module against the original's and a float64 run (on fresh inputs; the
     inputs at `buffers` keep their values: a causal mask stays one, so its kernel is checked too); a
-    composed module worse than the original's own error by a wide margin is not used. Then timings,
-    if asked: each item's kernel against its original ops on the module's own inputs (a kernel slower
-    than them is kept out, with the reason), and the whole module, original and composed."""
+    composed module worse than the original's own error by a wide margin is not used. Then each item's
+    kernel is timed against its original ops on the module's own inputs (a kernel slower than them is
+    kept out, with the reason), and, if `benchmark`, the whole module, original and composed."""
     import torch
 
     from fact.core.enums import Precision
@@ -450,8 +451,6 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
         for it in composed_items:
             it.status, it.reason = "kept", f"end-to-end check failed (error {err_c:.3g} vs original's {err_e:.3g})"
         report.notes.append("the composed module disagreed with the original end to end: every kernel is disabled")
-        return
-    if not benchmark:
         return
     from fact.compose.timing import time_ms
 
@@ -480,6 +479,8 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
         in_use = {it.op.removeprefix("fact::") for it in report.items if it.status == "composed"}
         for op in set(synthesis.kernels) - in_use:
             del synthesis.kernels[op]
+        if not benchmark:
+            return
         original_ms = time_ms(lambda: module(*x))
         composed_ms = time_ms(lambda: composed(*x))
     report.end_to_end.update({"original_ms": original_ms, "composed_ms": composed_ms,
