@@ -464,8 +464,9 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
     from fact.compose.rewrite import call_kernel
 
     by_id = {it.match_id: it for it in report.items}
+    dispatches = synthesis.dispatches()
     with torch.no_grad():
-        for match_id, d in synthesis.dispatches().items():
+        for match_id, d in dispatches.items():
             args = seen.get(match_id)
             if args is None or d.call is None:
                 continue
@@ -474,7 +475,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
             it.kernel_ms = time_ms(lambda d=d, args=args, call=call: call_kernel(call, args, d.original))
         for it, reason in slower_than_original(report.items):
-            synthesis.dispatches()[it.match_id].call = None
+            dispatches[it.match_id].call = None
             it.status, it.reason = "kept", reason
         in_use = {it.op.removeprefix("fact::") for it in report.items if it.status == "composed"}
         for op in set(synthesis.kernels) - in_use:

@@ -64,8 +64,8 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
 
     Raises:
-        SpecError: the match is not fp32 exact, K or N is not a
-            multiple of 4 (16-byte rows for TMA), or the spec refuses the combination.
+        SpecError: the match is not fp32 exact, K or N is not a multiple of 4 (16-byte rows for TMA),
+            or the spec refuses the combination.
     """
     assert match.problem is not None and match.layouts is not None
     if match.dtype is not DType.F32 or match.precision is not Precision.EXACT:

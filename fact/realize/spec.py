@@ -369,6 +369,10 @@ def _canon(value: Any) -> Any:
     return value
 
 
+# Tile fields added after kernels of their family existed, with the default those kernels had.
+_ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3}
+
+
 def spec_key(spec: KernelSpec) -> str:
     """sha256 of the canonical JSON of the spec (its type included).
 
@@ -377,9 +381,10 @@ def spec_key(spec: KernelSpec) -> str:
     """
     data = _canon(asdict(spec))
     tiles = data.get("tiles")
-    for added, default in (("a_in_registers", False), ("accumulators", 3)):
-        if isinstance(tiles, dict) and tiles.get(added) == default:
-            del tiles[added]
+    if isinstance(tiles, dict):
+        for added, default in _ADDED_TILE_FIELDS.items():
+            if tiles.get(added) == default:
+                del tiles[added]
     blob = json.dumps({"type": type(spec).__name__, "family": spec.family, **data},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
