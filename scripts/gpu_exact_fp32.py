@@ -13,8 +13,10 @@ float64 product of the same fp32 inputs), fact_le_sgemm, and for inf / NaN input
 non-finite pattern matches SGEMM's. Timing: CUDA events, 256 MiB L2 flush before every run, a device
 synchronisation before the end event, the median of --reps runs rotating three fresh non-zero input
 sets, SGEMM timed the same way in the same process. Rows are saved as they come, so a run cut short
-keeps what it measured. For transposed operands the kernel (which reads K-major operands) is timed
-with the copy that makes them K-major, and the row says so.
+keeps what it measured. For transposed operands a kernel built for K-major operands is timed with the
+copy that makes them K-major, and the row says so; one built for the case's layouts (the `_nn` / `_tt` /
+`_nt` roles, and every `presplit` kernel, whose split pass reads any layout) gets them as they are.
+The role `default_<case>` is the kernel fact itself picks for the case (fact.realize.choose).
 
 The build cache is FACT_CACHE_DIR (default ~/.cache/fact); builds run in parallel on all cores
 (MAX_JOBS is set per build from --jobs). Where one command may run at most 10 minutes, keep the cache
@@ -58,7 +60,27 @@ def kernels() -> dict[str, GemmSpec]:
     return everything if SELECTED is None else {r: s for r, s in everything.items() if r in SELECTED}
 
 
+def default_for(case: Case) -> GemmSpec:
+    """The kernel fact itself picks for the case's shape and layouts (fact.realize.choose)."""
+    from fact.core.enums import OpFamily
+    from fact.core.specs import ProblemShape
+    from fact.patterns.types import Match
+    from fact.realize.choose import sm90_3xtf32_spec
+
+    b, m, n, k = case.shape
+    pattern = "bmm" if b > 1 else "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
+    layouts = tuple(Layout.ROW if c == "t" else Layout.COL for c in case.layout)
+    return sm90_3xtf32_spec(Match(pattern, OpFamily.GEMM, "mm", ("mm",), "mm", DType.F32, Precision.EXACT, pattern,
+                                  ProblemShape(m, n, k, b), layouts))
+
+
 def all_kernels() -> dict[str, GemmSpec]:
+    """The named variants, and `default_<case>`: fact's own choice for each case (the same kernel under
+    several roles is built once: the build cache is keyed by the spec)."""
+    return {**named_kernels(), **{f"default_{c.label}": default_for(c) for c in cases() if not c.epilogue}}
+
+
+def named_kernels() -> dict[str, GemmSpec]:
     def spec(mode: Mode = Mode.GEMM, chain: tuple[str, ...] = (), layout: str = "tn", **tiles: Any) -> GemmSpec:
         la, lb = (Layout.ROW if c == "t" else Layout.COL for c in layout)
         return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, tuple(Step(s) for s in chain),
@@ -89,6 +111,22 @@ def all_kernels() -> dict[str, GemmSpec]:
     # the other layouts through the kernel's own call, which copies them to K-major
     for layout in ("nn", "tt", "nt"):
         out[f"gemm_k16_p128_{layout}"] = spec(tile=(128, 128, 16), promotion=128, layout=layout)
+    # operands split before the mainloop, by a pass over global memory (any layout, no copy)
+    ps = {"tile": (128, 128, 16), "presplit": True}
+    out["gemm_k16_p128_presplit"] = spec(promotion=128, **ps)
+    out["gemm_k16_p64_presplit"] = spec(promotion=64, **ps)
+    out["gemm_k16_p128_c2x1_presplit"] = spec(promotion=128, cluster=(2, 1), **ps)
+    out["gemm_k16_p128_c1x2_presplit"] = spec(promotion=128, cluster=(1, 2), **ps)
+    out["gemm_k32_p128_presplit"] = spec(tile=(128, 128, 32), promotion=128, presplit=True)
+    out["gemm_n192_acc2_p64_presplit"] = spec(tile=(128, 192, 16), promotion=64, accumulators=2, presplit=True)
+    out["batched_k16_p128_presplit"] = spec(Mode.BATCHED, promotion=128, **ps)
+    out["streamk_k16_p128_presplit"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128, **ps)
+    out["batched_k16_p128_c2x1_presplit"] = spec(Mode.BATCHED, promotion=128, cluster=(2, 1), **ps)
+    out["streamk_k16_p128_c2x1_presplit"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128,
+                                                 cluster=(2, 1), **ps)
+    for layout in ("nn", "tt", "nt"):
+        out[f"gemm_k16_p128_{layout}_presplit"] = spec(promotion=128, layout=layout, **ps)
+        out[f"gemm_k16_p128_{layout}_c2x1_presplit"] = spec(promotion=128, layout=layout, cluster=(2, 1), **ps)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -107,6 +145,11 @@ class Case:
     seeds: tuple[int, ...] = SEEDS
     timed: bool = True
 
+    @property
+    def epilogue(self) -> bool:
+        """Bias, tanh-GELU and residual after the product (its kernels are the `evt_` ones)."""
+        return self.kernels[0].startswith("evt")
+
 
 def cases(quick: bool = False) -> list[Case]:
     sweep = tuple(f"gemm_p{p}" for p in PROMOTIONS)
@@ -116,9 +159,20 @@ def cases(quick: bool = False) -> list[Case]:
            *(f"gemm_n192_acc2_p{p}" for p in PROMOTIONS[:3]))
     gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
     acc2 = ("gemm_k16_acc2_p64", "gemm_n192_acc2_p32", "gemm_n192_acc2_p64")
-    batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs")
-    streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs")
+    batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs", "batched_k16_p128_presplit",
+               "batched_k16_p128_c2x1_presplit")
+    streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
+               "streamk_k16_p128_c2x1_presplit")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs)
+    presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
+                "gemm_k16_p128_c1x2_presplit", "gemm_k32_p128_presplit", "gemm_n192_acc2_p64_presplit")
+    square, gemm = (*square, *presplit), (*gemm, *presplit)
+    # bad inputs: the presplit kernels' numerics are the shared-memory split's
+    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit")
+
+    def layouts(lay: str) -> tuple[str, ...]:
+        return (f"gemm_k16_p128_{lay}", f"gemm_k16_p128_{lay}_presplit", f"gemm_k16_p128_{lay}_c2x1_presplit")
+
     out = [
         Case("square_2048", (1, 2048, 2048, 2048), kernels=square),
         Case("square_4096", (1, 4096, 4096, 4096), kernels=square),
@@ -126,19 +180,19 @@ def cases(quick: bool = False) -> list[Case]:
         Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=batched),
         Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768), kernels=gemm),   # [8, 1024, 768] @ [768, 3072]
         Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024), kernels=gemm),  # [4, 8, 512, 1024] @ [1024, 1024]
-        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, "gemm_k16_p128_nn")),
-        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, "gemm_k16_p128_tt")),
-        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, "gemm_k16_p128_nt")),
+        Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, *layouts("nn"))),
+        Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, *layouts("tt"))),
+        Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, *layouts("nt"))),
         Case("large_k_524288", (1, 256, 256, 524288), kernels=(*streamk, "gemm_p128")),
         Case("large_k_131072", (1, 256, 256, 131072), kernels=streamk),
-        Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=(*sweep, *k16, *rs)),
+        Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=(*sweep, *k16, *rs, *checked)),
         Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=(*streamk, "gemm_p64")),
-        Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs)),  # M, N, K off the tiles
-        Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32"), timed=False),
+        Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs, *checked)),  # M, N, K off the tiles
+        Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32", *checked), timed=False),
         Case("denormal", (1, 512, 512, 2048), "denormal", timed=False,
-             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2)),
-        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2)),
-        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2)),
+             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
+        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
+        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
     ]
     if quick:
@@ -181,8 +235,11 @@ def build_all(cache: Any, jobs: int) -> dict[str, dict[str, Any]]:
             return role, {"ok": False, "kernel": spec.name, "seconds": time.perf_counter() - start,
                           "error": str(exc)[-3000:], "log": Path(exc.log_path).read_text()[-6000:] if exc.log_path else ""}
 
+    roles = kernels()
+    first = {spec.key: role for role, spec in reversed(list(roles.items()))}  # one build per spec
     with cf.ThreadPoolExecutor(jobs) as pool:
-        return dict(pool.map(one, kernels().items()))
+        built = dict(pool.map(one, ((role, roles[role]) for role in first.values())))
+    return {role: built[first[spec.key]] for role, spec in roles.items()}
 
 
 def verify_all(builds: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -232,7 +289,7 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         a[0, m // 2, k - 1] = -bad if case.inputs == "inf" else bad
         w[0, n - 2, 7] = bad
     out = {"a": a, "w": w}
-    if case.kernels[0].startswith("evt"):
+    if case.epilogue:
         out["bias"] = draw(n)
         out["residual"] = draw(b, m, n)
     assert bool((a != 0).any()) and bool((w != 0).any())  # (NaN compares unequal to 0, as it should here)
@@ -328,7 +385,8 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
         sgemm_err = rel_err(s, ref)
         sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
         sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
-        for role in case.kernels:
+        default = f"default_{case.label}"
+        for role in (default, *case.kernels) if default in all_kernels() else case.kernels:
             if SELECTED is not None and role not in SELECTED:
                 continue
             kernel = kernels_built.get(role)
@@ -401,8 +459,8 @@ def main() -> int:
                     help="build: compile only; check: verify and time (builds what is missing)")
     ap.add_argument("--jobs", type=int, default=8, help="parallel builds")
     ap.add_argument("--reps", type=int, default=30, help="timed runs per measurement (median)")
-    ap.add_argument("--only", help="run only cases whose label contains this ('model': only the model check); "
-                                   "writes exact_fp32_ONLY.json")
+    ap.add_argument("--only", help="run only cases whose label contains this, or one of these if comma-separated "
+                                   "('model': only the model check); writes exact_fp32_ONLY.json")
     ap.add_argument("--quick", action="store_true", help="one seed, shapes up to 2^33 multiply-adds")
     ap.add_argument("--no-verify", action="store_true", help="skip fact.verify's protocol")
     ap.add_argument("--kernels", help="comma-separated kernel roles: build, verify and time only these")
@@ -417,7 +475,8 @@ def main() -> int:
         SELECTED = chosen
     args.out.mkdir(parents=True, exist_ok=True)
     # a run of some cases writes its own file, so that split runs do not overwrite each other
-    path = args.out / (f"exact_fp32_{args.only}.json" if args.only else "exact_fp32.json")
+    path = args.out / (f"exact_fp32_{args.only.replace(',', '-')}.json" if args.only else "exact_fp32.json")
+    wanted = args.only.split(",") if args.only else []
     if args.dry_run:
         path.write_text(json.dumps({"dry_run": True, "plan": plan(), "rows": []}, indent=1))
         print(f"plan of {len(plan()['kernels'])} kernels and {len(plan()['cases'])} cases -> {path}")
@@ -454,11 +513,11 @@ def main() -> int:
             save()
         built = {role: build(render(spec), cache) for role, spec in kernels().items() if out["builds"][role]["ok"]}
         flush = torch.empty(256 * 2**20 // 4, device="cuda")
-        if not args.only or args.only in "model":
+        if not wanted or "model" in wanted:
             out["model_vs_kernel"] = model_check(built)
             save()
         for case in cases(args.quick):
-            if args.only and args.only not in case.label:
+            if wanted and not any(w in case.label for w in wanted):
                 continue
             out["rows"].extend(run_case(case, built, args.reps, flush))
             save()

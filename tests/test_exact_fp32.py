@@ -1,6 +1,7 @@
 """The sm90 3xTF32 family (exact fp32 on wgmma): its CPU numerics model, its spec and choice, its
 rendered source, one nvcc compile, and the GPU script's dry run."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ from fact.core.specs import ProblemShape
 from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
-from fact.realize.choose import promotion_for, sm90_3xtf32_spec
+from fact.realize.choose import presplit_pays, promotion_for, sm90_3xtf32_spec
 from fact.realize.exact_fp32 import (
     TensorCoreModel,
     errors,
@@ -38,6 +39,7 @@ from fact.realize.spec import (
     SpecError,
     _canon,
 )
+from fact.verify.check import default_gemm_cases
 
 REPO = Path(__file__).resolve().parents[1]
 F32, EXACT, ROW, COL = DType.F32, Precision.EXACT, Layout.ROW, Layout.COL
@@ -130,7 +132,8 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    del before["tiles"]["a_in_registers"], before["tiles"]["accumulators"]  # the key before these fields
+    for added in ("a_in_registers", "accumulators", "presplit"):  # the key before these fields
+        del before["tiles"][added]
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
     two = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles((128, 192, 16), promotion=64, accumulators=2)})
@@ -154,6 +157,7 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"mode": Mode.STREAMK}, "go together"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 8), promotion=32, a_in_registers=True)}, "at least two wgmma k-blocks"),
     ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, presplit=True)}, "not both"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -195,6 +199,49 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert [promotion_for(k) for k in (128, 1024, 4096, 524288)] == [32, 64, 128, 128]
 
 
+def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() -> None:
+    """presplit (cluster 2x1) from M N / (M + N) = 448 on, for any layout and without a copy; the
+    split in shared memory for smaller M and N and for large K's stream-K kernel."""
+    assert presplit_pays(896, 896) and presplit_pays(1000, 1004) and presplit_pays(65536, 768)
+    assert not presplit_pays(512, 2048) and not presplit_pays(512, 512) and not presplit_pays(509, 384)
+    big = ProblemShape(4096, 4096, 4096)
+    for layouts in ((ROW, COL), (COL, COL), (ROW, ROW), (COL, ROW)):
+        spec = spec_for(dataclasses.replace(_match(layouts=layouts), problem=big), "sm90")
+        assert spec.tiles.presplit and spec.tiles.cluster == (2, 1) and spec.name.endswith("_presplit")
+        assert not spec.copies_a and not spec.copies_b
+    batched = spec_for(dataclasses.replace(_match(batch=128), problem=ProblemShape(1024, 2048, 1024, 128)), "sm90")
+    assert batched.mode is Mode.BATCHED and batched.tiles.presplit
+    small = spec_for(_match(), "sm90")  # 509 x 384
+    assert not small.tiles.presplit and small.tiles.cluster == (1, 1)
+    large_k = spec_for(dataclasses.replace(_match(k=524288, pattern="gemm_large_k"), problem=ProblemShape(
+        2048, 2048, 524288)), "sm90")
+    assert large_k.tiles.scheduler is Scheduler.STREAMK and not large_k.tiles.presplit
+
+
+def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -> None:
+    spec = exact_sm90()[4]  # A column-major, B row-major, bias, batched
+    assert spec.tiles.presplit and not spec.copies_a and not spec.copies_b
+    text = render(spec).sources[f"{spec.name}.cu"]
+    binding = render(spec).sources["binding.cpp"]
+    # the pass: one kernel, reading each operand in its own layout, into the workspace
+    assert "__global__ void __launch_bounds__(kSplitTile * kSplitRows)" in text
+    assert "g.m, g.k, 1, g.lda," in text and "g.n, g.k, 1, g.ldb," in text  # A column-, B row-major
+    assert "args.mainloop.ptr_A_small" in text and "tma_load_b_small" in text
+    assert "2 * (kStageWordsA + kStageWordsB)" in text  # four tiles a stage
+    mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
+    assert "split_stage" not in mma and "arrive_and_wait" not in mma
+    assert ".contiguous()" not in binding  # no copy to K-major in the call
+    plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
+    assert "fact_split_operand" not in plain and "ptr_A_small" not in plain and "split_stage(storage" in plain
+
+
+def test_presplit_verification_takes_any_k_and_rows() -> None:
+    """The pass reads any alignment: its cases have odd K and M (the others keep them aligned)."""
+    ks = {c.k for c in default_gemm_cases(exact_sm90()[4])}
+    assert 1031 in ks and 1032 not in ks
+    assert {c.k for c in default_gemm_cases(exact_sm90()[0])} == {8, 136, 1032}
+
+
 def test_rendered_source_carries_the_design() -> None:
     spec = exact_sm90()[1]  # bias + gelu_tanh + residual, promotion 64
     text = render(spec).sources[f"{spec.name}.cu"]
@@ -222,15 +269,16 @@ def test_rendered_source_carries_the_design() -> None:
 
 @pytest.mark.slow
 @pytest.mark.nvcc
-@pytest.mark.parametrize("a_in_registers", [False, True], ids=["evt", "a_in_registers"])
-def test_one_instance_compiles_for_sm90a(a_in_registers: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("variant", ["evt", "a_in_registers", "presplit"])
+def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     """An instance through nvcc for sm_90a: the mainloop, the stage count's static checks and the
     epilogue together (~1-2 min each on 2 cores). The EVT instance (bias, tanh-GELU, residual) with
-    the split in shared memory, and the plain one with A split in registers at tile K 16."""
+    the split in shared memory, the plain one with A split in registers at tile K 16, and the batched
+    one whose operands (in their other layouts) are split before the mainloop."""
     from fact.build.toolchain import compile_check, find_toolchain
 
-    spec = exact_sm90()[1]
-    if a_in_registers:
+    spec = exact_sm90()[4] if variant == "presplit" else exact_sm90()[1]
+    if variant == "a_in_registers":
         spec = GemmSpec(**{**exact_sm90()[0].__dict__,
                            "tiles": Sm90SplitTiles((128, 128, 16), promotion=128, a_in_registers=True)})
     rendered = render(spec)

@@ -166,7 +166,8 @@ def test_spec_json_round_trips() -> None:
     from fact.realize.catalog import exact_sm90
 
     variants = [dataclasses.replace(exact_sm90()[0], tiles=dataclasses.replace(exact_sm90()[0].tiles, **knob))
-                for knob in ({"a_in_registers": True}, {"tile": (128, 192, 16), "accumulators": 2})]
+                for knob in ({"a_in_registers": True}, {"tile": (128, 192, 16), "accumulators": 2},
+                             {"presplit": True, "cluster": (2, 1)})]
     for spec in [*enumerate_space(target(256, 256, 131072)).kernels[::37], *exact_sm90(), *variants]:
         assert spec_from_json(spec_to_json(spec)) == spec and spec_from_json(spec_to_json(spec)).key == spec.key
 

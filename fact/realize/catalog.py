@@ -104,6 +104,9 @@ def exact_sm90() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.BATCHED, Sm90SplitTiles(tile=(128, 64, 32))),
         GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.STREAMK,
                  Sm90SplitTiles(scheduler=Scheduler.STREAMK, promotion=128)),
+        # operands split before the mainloop, read in their own (not K-major) layouts, batched
+        GemmSpec(Arch.SM90, F32, EXACT, COL, ROW, (s("bias"),), Mode.BATCHED,
+                 Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True)),
     ]
 
 

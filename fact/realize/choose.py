@@ -18,16 +18,32 @@ from fact.realize.spec import (
     Step,
 )
 
-# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (K and N multiples of 4; an operand
-# that is not K-major is copied to K-major inside the kernel's call, and the time counts it). On
-# the H100 it ran 1.3-1.6x cuBLAS SGEMM from 2048^3 up and about level at 1000^3, with a smaller error
-# than SGEMM's at the benchmark shapes (results/exact_fp32/); elsewhere the sm80 3xTF32 (mma.sync) or
-# SIMT kernels serve. `exclude` in spec_for leaves a family out.
+# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (K and N multiples of 4). With
+# its operands split before the mainloop (`presplit`, cluster 2x1) it ran 1.9-2.2x cuBLAS SGEMM from
+# 2048^3 up on the H100; with the split in shared memory 1.3-1.6x, but that one stays the choice
+# where the GEMM is memory-bound (large K with small M and N; there it copies an operand in another
+# layout to K-major in its call, and the time counts the copy).
+# Its error was below SGEMM's at the benchmark shapes (results/exact_fp32/); elsewhere the sm80
+# 3xTF32 (mma.sync) or SIMT kernels serve. `exclude` in spec_for leaves a family out.
 SM90_3XTF32 = "sm90_gemm_3xtf32"
 EXCLUDABLE_FAMILIES = (SM90_3XTF32,)
 # Its default tile: K 16 halves a stage's shared memory, so twice the stages (6) hide TMA's latency;
 # 1.68-1.72 ms against 1.75-1.77 ms for tile K 32 at 4096^3 on the H100 (results/exact_fp32/).
 SM90_3XTF32_TILE = (128, 128, 16)
+# Operands split before the mainloop: one pass moves (M + N) K elements 3 times more through global
+# memory, the shared-memory split it saves grows with M N K. Measured on the H100
+# (results/exact_fp32/h100_2026-11-23/presplit/), cluster 2x1 (TMA multicast halves the doubled
+# operand reads from L2), against the shared-memory split: M N / (M + N) = 501 (1000x1004x1028)
+# 1.15x SGEMM against 1.07x; 410 (128 x 512x2048x1024) 1.49-1.55x against 1.60-1.65x; 256
+# (512x512x65536) 0.98x against 1.60x. It pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on.
+PRESPLIT_MIN_MN_OVER_SUM = 448
+PRESPLIT_CLUSTER = (2, 1)
+
+
+def presplit_pays(m: int, n: int) -> bool:
+    """Whether the sm90 3xTF32 family's operand split pays as a pass before the mainloop at M x N."""
+    return m * n >= PRESPLIT_MIN_MN_OVER_SUM * (m + n)
+
 
 # Sensible untuned defaults per math path (the tuner sweeps from here).
 SM80_TILES = {
@@ -70,15 +86,18 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     assert match.problem is not None and match.layouts is not None
     if match.dtype is not DType.F32 or match.precision is not Precision.EXACT:
         raise SpecError("the sm90 3xTF32 family serves fp32 operands at precision exact")
-    if match.problem.k % 4 or match.problem.n % 4:
-        raise SpecError(f"K = {match.problem.k}, N = {match.problem.n}: both must be multiples of 4, as TMA reads "
-                        "and writes 16-byte aligned rows (A and B along K, C and D along N)")
+    p = match.problem
     la, lb = match.layouts
-    mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
+    mode = Mode.BATCHED if p.batch > 1 else Mode.GEMM
     scheduler = Scheduler.PERSISTENT
     if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
-    tiles = Sm90SplitTiles(SM90_3XTF32_TILE, scheduler=scheduler, promotion=promotion_for(match.problem.k))
+    if p.k % 4 or p.n % 4:
+        raise SpecError(f"K = {p.k}, N = {p.n}: both must be multiples of 4, as TMA reads and writes 16-byte "
+                        "aligned rows (A and B along K, C and D along N)")
+    presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
+    tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
+                           promotion=promotion_for(p.k), presplit=presplit)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

@@ -165,7 +165,9 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             tn = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL)
             ctx = {**common, **_sm90_context(tn), "chain_text": _chain_text(spec.epilogue),
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
-                   "accumulators": spec.tiles.accumulators}
+                   "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
+                   # the layouts the presplit pass reads (the kernel itself is TN)
+                   "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
         elif isinstance(spec.tiles, Sm90Tiles):
             ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}

@@ -111,7 +111,9 @@ class Sm90SplitTiles(Sm90Tiles):
     split: in shared memory beside B (`a_in_registers=False`, SS wgmma), or in the consumer
     warpgroups' registers on its way to RS wgmma (`True`), which spares shared memory a third of
     its traffic but serialises A's split with its own warpgroup's wgmma (slower on the H100:
-    results/exact_fp32/h100_2026-11-23/)."""
+    results/exact_fp32/h100_2026-11-23/). With `presplit`, neither: a pass over global memory
+    before the GEMM writes both operands' big and small parts K-major, and the mainloop only loads
+    them (TMA) and multiplies; that pass reads each operand in its own layout, so no copy is needed."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -122,6 +124,7 @@ class Sm90SplitTiles(Sm90Tiles):
     # 3: big.big in P, the two residual products in S; 2: all three in P (promoted together), which
     # frees S's registers for a tile N up to 192, at the price of inf x inf giving NaN (0 x inf)
     accumulators: int = 3
+    presplit: bool = False
 
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
@@ -172,7 +175,7 @@ class GemmSpec:
             hier = f"{_dims(t.tile)}_c{_dims(t.cluster)}_{t.schedule.value}_{t.scheduler.value}"
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
-                hier += "_acc2" if t.accumulators == 2 else ""
+                hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -194,13 +197,16 @@ class GemmSpec:
     @property
     def copies_a(self) -> bool:
         """Whether the binding copies A to row-major (K-major) before the kernel: the sm90 3xTF32
-        family reads K-major operands only (TF32 wgmma), and serves the other layouts this way."""
-        return isinstance(self.tiles, Sm90SplitTiles) and self.layout_a is Layout.COL
+        family reads K-major operands only (TF32 wgmma), and serves the other layouts this way
+        unless its operands are split before the mainloop (`presplit`: that pass reads any layout)."""
+        t = self.tiles
+        return isinstance(t, Sm90SplitTiles) and not t.presplit and self.layout_a is Layout.COL
 
     @property
     def copies_b(self) -> bool:
         """Whether the binding copies B to column-major (K-major) before the kernel (see copies_a)."""
-        return isinstance(self.tiles, Sm90SplitTiles) and self.layout_b is Layout.ROW
+        t = self.tiles
+        return isinstance(t, Sm90SplitTiles) and not t.presplit and self.layout_b is Layout.ROW
 
     @property
     def residual_after_activation(self) -> bool:
@@ -303,6 +309,8 @@ class GemmSpec:
         if _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 2:
             raise SpecError(f"tile {_dims(t.tile)}: raw and small tiles of two stages do not fit in shared memory "
                             f"({stage_bytes} bytes a stage); use tile K 32 or 16")
+        if t.a_in_registers and t.presplit:
+            raise SpecError("A is split either in registers or before the mainloop (presplit), not both")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
@@ -370,7 +378,7 @@ def _canon(value: Any) -> Any:
 
 
 # Tile fields added after kernels of their family existed, with the default those kernels had.
-_ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3}
+_ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False}
 
 
 def spec_key(spec: KernelSpec) -> str:

@@ -91,6 +91,21 @@ SM90_SPLITS = (1, 2, 4, 8, 16, 32, 64)
 SM90_SPLIT_TILES = ((128, 128, 16), (128, 96, 16), (128, 64, 16), (128, 128, 32), (128, 64, 32))
 SM90_SPLIT_PROMOTIONS = (32, 64, 128)
 
+
+@dataclass(frozen=True)
+class SplitPlace:
+    """Where the sm90 3xTF32 family splits its operands, and the cluster that goes with it."""
+
+    in_registers: bool = False  # A in the consumers' registers (B in shared memory)
+    presplit: bool = False  # both, by a pass over global memory before the mainloop
+    cluster: tuple[int, int] = (1, 1)
+
+
+# in shared memory; A in registers; before the mainloop, with TMA multicast along either cluster dimension
+# (it reads each operand twice: big and small parts)
+SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(in_registers=True), SplitPlace(presplit=True, cluster=(2, 1)),
+                     SplitPlace(presplit=True, cluster=(1, 2)))
+
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "tensorop": ((128, 256, 32), (256, 128, 32), (128, 128, 32), (64, 256, 32), (256, 64, 32), (64, 128, 32),
@@ -201,14 +216,16 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     schedulers = [Scheduler.PERSISTENT]
     if p.batch == 1 and p.k >= LARGE_K_RATIO * max(p.m, p.n):
         schedulers.append(Scheduler.STREAMK)
-    for tile, promotion, in_registers, scheduler in itertools.product(
-            SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, (False, True), schedulers):
+    for tile, promotion, split, scheduler in itertools.product(
+            SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, schedulers):
         if promotion > longest or promotion % tile[2]:
             continue  # less accurate than the default interval, or not whole k-tiles (no candidate)
+        if split.presplit and scheduler is Scheduler.STREAMK:
+            continue  # stream-K serves large K with small M and N, where the pass costs more than it saves
         mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
-                       mode, Sm90SplitTiles(tile, scheduler=scheduler, promotion=promotion,
-                                            a_in_registers=in_registers))
+                       mode, Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
+                                            a_in_registers=split.in_registers, presplit=split.presplit))
 
 
 def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:

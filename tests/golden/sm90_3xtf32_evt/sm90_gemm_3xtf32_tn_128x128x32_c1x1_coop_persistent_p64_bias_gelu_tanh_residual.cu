@@ -159,7 +159,7 @@ struct FactSplitTf32Mainloop {
   using PipelineStorage = typename SharedStorage::PipelineStorage;
 
   struct Arguments {
-    ElementA const* ptr_A;
+    ElementA const* ptr_A;  // presplit: the big parts
     StrideA dA;
     ElementB const* ptr_B;
     StrideB dB;
@@ -215,7 +215,8 @@ struct FactSplitTf32Mainloop {
     return cute::make_tuple(gA, gB);
   }
 
-  // Producer warp: one elected thread issues the TMA loads of each k-tile into the next free stage.
+  // Producer warp: one elected thread issues the TMA loads of each k-tile into the next free stage
+  // (presplit: the big and the small tiles; the small ones have the same coordinates).
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState write_state,
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
@@ -312,8 +313,9 @@ struct FactSplitTf32Mainloop {
       accum(i) = isinf(promoted) ? promoted : promoted + small(i);
     }
   }
-  // Consumer warpgroups: split each stage, then (big, big) -> P, (big, small) + (small, big) -> S;
-  // P is promoted into `accum` every PromotionTiles k-tiles; at the end accum = (accum + P) + S.
+  // Consumer warpgroups: split each stage (unless presplit), then (big, big) -> P,
+  // (big, small) + (small, big) -> S; P is promoted into `accum` every PromotionTiles k-tiles;
+  // at the end accum = (accum + P) + S.
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState read_state, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& storage, Params const&) {
