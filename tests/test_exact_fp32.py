@@ -196,6 +196,11 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
             sm90_3xtf32_spec(bad)
     with pytest.raises(SpecError, match="unknown families"):
         spec_for(_match(), "sm90", exclude=("sm90_gemm_4xtf32",))
+    # too short a sum for 3xTF32 to match SGEMM's error: no exact kernel, on either arch
+    for arch in ("sm90", "sm80"):
+        with pytest.raises(SpecError, match="below K = 64"):
+            spec_for(_match(k=60), arch)
+        assert spec_for(_match(k=64), arch).math == "3xtf32"
     assert [promotion_for(k) for k in (128, 1024, 4096, 524288)] == [32, 64, 128, 128]
 
 

@@ -40,6 +40,15 @@ PRESPLIT_MIN_MN_OVER_SUM = 448
 PRESPLIT_CLUSTER = (2, 1)
 
 
+# Below this depth no kernel serves exact fp32: 3xTF32 drops small.small and rounds small to TF32
+# (about 2^-22 of each product, whatever K), while SGEMM's error grows with K from 2^-24. The CPU model
+# (fact/realize/exact_fp32.py, uniform inputs, 6 seeds) puts 3xTF32 at 1.1-1.2x SGEMM's error for
+# K 8-12, 1.0-1.1x for 16-32 and 0.74-0.82x at 64; the H100 agreed at 7x8x12 (8.2e-8 to 1.0e-7 against
+# SGEMM's 6.0e-8 to 7.5e-8, results/exact_fp32/h100_2026-11-23/presplit/). Such problems are tiny, and
+# cuBLAS serves them at its own error.
+EXACT_MIN_K = 64
+
+
 def presplit_pays(m: int, n: int) -> bool:
     """Whether the sm90 3xTF32 family's operand split pays as a pass before the mainloop at M x N."""
     return m * n >= PRESPLIT_MIN_MN_OVER_SUM * (m + n)
@@ -118,6 +127,9 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
     la, lb = match.layouts
     mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
     exact_fp32 = match.dtype is DType.F32 and match.precision is Precision.EXACT
+    if exact_fp32 and match.problem.k < EXACT_MIN_K:
+        raise SpecError(f"K = {match.problem.k}: below K = {EXACT_MIN_K}, 3xTF32's own rounding (about 2^-22 of "
+                        "each product) is above SGEMM's error on so short a sum; the original op stays exact")
     if arch is Arch.SM90 and exact_fp32 and SM90_3XTF32 not in exclude:
         try:
             return sm90_3xtf32_spec(match)
