@@ -329,10 +329,14 @@ def sgemm(case: Case, x: dict[str, Any]) -> Any:
     return y
 
 
+def built_for(kernel: Any) -> str:
+    """The layouts a built kernel takes its operands in: tn, nn, tt or nt."""
+    return kernel.spec.layout_a.blas + kernel.spec.layout_b.blas
+
+
 def fact_call(kernel: Any, case: Case, x: dict[str, Any], out: Any) -> Any:
     a, b = operands(case, x)
-    built_for = kernel.spec.layout_a.blas + kernel.spec.layout_b.blas
-    if case.layout != built_for:  # a TN kernel: make the operands K-major here (A row-, B column-major)
+    if case.layout != built_for(kernel):  # a TN kernel: make the operands K-major here (A row-, B column-major)
         a = a.contiguous()
         b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
     residual = x["residual"][0] if "residual" in x else None
@@ -393,7 +397,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
             row: dict[str, Any] = {"case": case.label, "shape": list(case.shape), "inputs": case.inputs,
                                    "layout": case.layout, "seed": seed, "kernel_role": role,
                                    "sgemm_err": sgemm_err, "sgemm_ms": sgemm_ms,
-                                   "copy_included": case.layout != "tn"}
+                                   "copy_included": kernel is not None and case.layout != built_for(kernel)}
             if kernel is None:
                 rows.append({**row, "error": "kernel not built"})
                 continue

@@ -34,8 +34,9 @@ SM90_3XTF32_TILE = (128, 128, 16)
 # memory, the shared-memory split it saves grows with M N K. Measured on the H100
 # (results/exact_fp32/h100_2026-11-23/presplit/), cluster 2x1 (TMA multicast halves the doubled
 # operand reads from L2), against the shared-memory split: M N / (M + N) = 501 (1000x1004x1028)
-# 1.15x SGEMM against 1.07x; 410 (128 x 512x2048x1024) 1.49-1.55x against 1.60-1.65x; 256
-# (512x512x65536) 0.98x against 1.60x. It pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on.
+# 1.15-1.17x SGEMM against 1.04-1.09x; 410 (128 x 512x2048x1024, promotion 64 against 128) 1.49-1.55x
+# against 1.60-1.65x; 256 (512x512x65536, stream-K, that run's console output) 0.88-0.98x against
+# 1.60x. It pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on: a threshold between two points.
 PRESPLIT_MIN_MN_OVER_SUM = 448
 PRESPLIT_CLUSTER = (2, 1)
 

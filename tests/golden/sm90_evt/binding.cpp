@@ -76,6 +76,8 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   int64_t const r = a.dim();
   int64_t const m = a.size(r - 2), k = a.size(r - 1), n = b.size(r - 1);
   TORCH_CHECK(b.size(r - 2) == k, "a and b disagree on K");
+  TORCH_CHECK(r == 2 || (b.size(0) == a.size(0) && out.size(0) == a.size(0)),
+              "a, b and out disagree on the batch (expand a shared operand to it)");
   // the layouts are compiled in: a view in the other one would be read wrongly, never converted here
   TORCH_CHECK(a.stride(r - 1) == 1 || k == 1,
               "a must be row-major for this kernel");
@@ -91,10 +93,11 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.batch = r == 3 ? static_cast<int>(a.size(0)) : 1;
   TORCH_CHECK(g.batch == 1, "this kernel is not batched");
   g.a = a.data_ptr();
-  g.lda = a.stride(r - 1) == 1 ? a.stride(r - 2) : a.stride(r - 1);
+  // the leading dimension of the compiled layout (a size-1 dimension may carry any stride)
+  g.lda = a.stride(r - 2);
   g.batch_a = r == 3 ? a.stride(0) : 0;
   g.b = b.data_ptr();
-  g.ldb = b.stride(r - 1) == 1 ? b.stride(r - 2) : b.stride(r - 1);
+  g.ldb = b.stride(r - 1);
   g.batch_b = r == 3 ? b.stride(0) : 0;
   g.d = out.data_ptr();
   g.ldd = out.stride(r - 2);
