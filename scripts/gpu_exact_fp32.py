@@ -139,7 +139,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | inf | nan
+    inputs: str = "uniform"  # uniform | wide | denormal | inf | nan | inf_tf32 | nan_low
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -193,6 +193,9 @@ def cases(quick: bool = False) -> list[Case]:
              kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
+        # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops
+        Case("inf_tf32_values", (1, 256, 256, 1024), "inf_tf32", timed=False, kernels=("gemm_k16_p64", *checked)),
+        Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
     ]
     if quick:
@@ -280,14 +283,20 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         if case.inputs == "denormal":  # a quarter of the entries subnormal, the rest tiny normals
             scale = torch.where(torch.rand(shape, generator=g, device="cuda") < 0.25, 1e-39, 1e-19)
             return u * scale
+        if case.inputs == "inf_tf32":  # values TF32 holds exactly: their small part is 0
+            return u.to(torch.bfloat16).float()
         return u
 
     a, w = draw(b, m, k), draw(b, n, k)
-    if case.inputs in ("inf", "nan"):
-        bad = float("inf") if case.inputs == "inf" else float("nan")
+    if case.inputs in ("inf", "nan", "inf_tf32"):
+        bad = float("nan") if case.inputs == "nan" else float("inf")
         a[0, 3, 5] = bad
-        a[0, m // 2, k - 1] = -bad if case.inputs == "inf" else bad
+        a[0, m // 2, k - 1] = bad if case.inputs == "nan" else -bad
         w[0, n - 2, 7] = bad
+    if case.inputs == "nan_low":  # 0x7f800001: a NaN that truncated to TF32 would read as infinity
+        low = torch.tensor([0x7F800001], dtype=torch.int32, device="cuda").view(torch.float32)  # bits kept
+        a[0, 3, 5:6] = low
+        w[0, n - 2, 7:8] = low
     out = {"a": a, "w": w}
     if case.epilogue:
         out["bias"] = draw(n)
@@ -410,7 +419,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
                 continue
             row.update(kernel=kernel.spec.name, fact_err=rel_err(y, ref))
             row["fact_le_sgemm"] = row["fact_err"] <= sgemm_err
-            if case.inputs in ("inf", "nan"):
+            if case.inputs in ("inf", "nan", "inf_tf32", "nan_low"):
                 row["nonfinite_matches_sgemm"] = nonfinite_match(y, s)
             if case.timed:
                 buf = torch.empty_like(out)

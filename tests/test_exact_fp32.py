@@ -247,6 +247,15 @@ def test_presplit_verification_takes_any_k_and_rows() -> None:
     assert {c.k for c in default_gemm_cases(exact_sm90()[0])} == {8, 136, 1032}
 
 
+def test_batched_verification_shares_a_weight_across_the_batch() -> None:
+    """A batched kernel is verified with B expanded to the batch (stride 0), as a shared weight reaches it."""
+    batched = exact_sm90()[4]
+    assert batched.mode is Mode.BATCHED
+    shared = [c for c in default_gemm_cases(batched) if c.shared_b]
+    assert len(shared) == 1 and shared[0].batch > 1 and shared[0].label.endswith("_shared_b")
+    assert not any(c.shared_b for c in default_gemm_cases(exact_sm90()[0]))  # one batch: nothing to share
+
+
 def test_rendered_source_carries_the_design() -> None:
     spec = exact_sm90()[1]  # bias + gelu_tanh + residual, promotion 64
     text = render(spec).sources[f"{spec.name}.cu"]
@@ -270,6 +279,16 @@ def test_rendered_source_carries_the_design() -> None:
     assert sources[f"{tt.name}.cu"].count("cutlass::layout::ColumnMajor") == text.count("cutlass::layout::ColumnMajor")
     assert "b = b.transpose(r - 1, r - 2).contiguous().transpose(r - 1, r - 2);" in sources["binding.cpp"]
     assert "a = a.contiguous();" not in sources["binding.cpp"] and "b must be row-major" in sources["binding.cpp"]
+    # the leading dimensions are those of the copies the kernel reads (K), not of the caller's views
+    assert "g.lda = a.stride(r - 2);" in sources["binding.cpp"] and "g.ldb = b.stride(r - 1);" in sources["binding.cpp"]
+    nt = GemmSpec(**{**exact_sm90()[0].__dict__, "layout_a": COL, "layout_b": ROW})
+    binding = render(nt).sources["binding.cpp"]
+    assert "a = a.contiguous();" in binding and "g.lda = a.stride(r - 2);" in binding
+    assert "g.ldb = b.stride(r - 1);" in binding
+    # presplit reads the caller's layouts: their own leading dimensions
+    nt_presplit = GemmSpec(**{**nt.__dict__, "tiles": Sm90SplitTiles((128, 128, 16), presplit=True)})
+    binding = render(nt_presplit).sources["binding.cpp"]
+    assert "g.lda = a.stride(r - 1);" in binding and "g.ldb = b.stride(r - 2);" in binding
 
 
 @pytest.mark.slow

@@ -75,3 +75,33 @@ def test_attention_matches_sdpa(cache) -> None:
     ours = kernel(q, k, v)
     theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert float((ours.float() - theirs.float()).norm() / theirs.float().norm()) < 1e-2
+
+
+@pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 3xTF32 family needs sm90")
+def test_presplit_workspace_that_does_not_fit_runs_in_blocks(cache) -> None:
+    """The presplit workspace holds both operands twice: with too little device memory for it, the call
+    runs in blocks of rows and columns, each with a workspace that fits, and its result is still exact."""
+    from fact.core.enums import Layout, Precision
+    from fact.realize.spec import Mode, Sm90SplitTiles
+
+    spec = GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.COL, Layout.ROW, (), Mode.GEMM,
+                    Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True))
+    kernel = build(render(spec), cache)
+    m, n, k = 4096, 3968, 8192  # workspace ~0.5 GiB; blocks of 2048 x 2048: ~0.27 GiB
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = (torch.rand(k, m, generator=gen, device="cuda") * 2 - 1).t()  # column-major A
+    b = torch.rand(k, n, generator=gen, device="cuda") * 2 - 1          # row-major B
+    out = torch.full((m, n), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    hog = torch.empty(torch.cuda.mem_get_info()[0] - 400 * 2**20, dtype=torch.uint8, device="cuda")
+    try:
+        with pytest.raises(torch.OutOfMemoryError):  # the whole workspace does not fit beside the hog
+            torch.empty(2 * (m + n) * k * 4, dtype=torch.uint8, device="cuda")
+        kernel(a, b, None, None, out)
+        torch.cuda.synchronize()
+    finally:
+        del hog
+    ref = torch.matmul(a.double(), b.double())
+    sgemm = torch.matmul(a, b)
+    assert float((out.double() - ref).norm() / ref.norm()) <= float((sgemm.double() - ref).norm() / ref.norm())

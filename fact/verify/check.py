@@ -25,6 +25,11 @@ class GemmCase:
     n: int
     k: int
     batch: int = 1
+    shared_b: bool = False  # one B for every batch (batch stride 0), as a weight expanded to the batch
+
+    @property
+    def label(self) -> str:
+        return f"{self.batch}x{self.m}x{self.n}x{self.k}" + ("_shared_b" if self.shared_b else "")
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,10 @@ def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[
         for seed in seeds:
             gen = torch.Generator(device="cuda").manual_seed(seed)
             a = _operand(case.m, case.k, batch, spec.layout_a, dt, gen)
-            b = _operand(case.k, case.n, batch, spec.layout_b, dt, gen)
+            if case.shared_b and batch > 1:
+                b = _operand(case.k, case.n, 1, spec.layout_b, dt, gen).expand(batch, case.k, case.n)
+            else:
+                b = _operand(case.k, case.n, batch, spec.layout_b, dt, gen)
             bias = _uniform((case.n,), dt, gen) if "bias" in kinds else None
             out_shape = (batch, case.m, case.n) if batch > 1 else (case.m, case.n)
             residual = _uniform(out_shape, dt, gen) if "residual" in kinds else None
@@ -187,7 +195,7 @@ def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[
             err, abs_err = max(err1, err2), max(abs1, abs2)
             if err > report.tolerance:
                 problems.append(f"relative error {err:.3g} over tolerance {report.tolerance:g}")
-            report.results.append(CaseResult(f"{case.batch}x{case.m}x{case.n}x{case.k}", seed, not problems,
+            report.results.append(CaseResult(case.label, seed, not problems,
                                              err, abs_err, tuple(problems)))
     return report
 
@@ -273,6 +281,8 @@ def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[G
     depth = same if presplit else up
     cases = [GemmCase(rows(1), up(8), depth(8), batch), GemmCase(rows(257), up(263), depth(136), batch),
              GemmCase(rows(131), up(520), depth(1031), batch)]
+    if batch > 1:  # a weight shared by every batch: B's batch stride is 0
+        cases.append(GemmCase(rows(131), up(520), depth(1031), batch, shared_b=True))
     if spec.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL):
         cases.append(GemmCase(256, 256, depth(16384 + 72), 1))
     if target is not None:

@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,6 +61,51 @@ void set_knobs(FactGemmArgs& g, int64_t raster, int64_t swizzle, int64_t splits)
   g.swizzle = static_cast<int>(swizzle);
   g.splits = static_cast<int>(splits);
 }
+
+// g on a block of the output, rows [m0, m0 + rows) and columns [n0, n0 + cols): the same GEMM and
+// epilogue on views of the operands (in the layouts the kernel reads), bias and residual.
+FactGemmArgs block_of(FactGemmArgs g, int64_t m0, int64_t rows, int64_t n0, int64_t cols, int64_t bytes) {
+  auto at = [bytes](void const* p, int64_t elements) { return static_cast<char const*>(p) + elements * bytes; };
+  g.a = at(g.a, m0 * g.lda);
+  g.b = at(g.b, n0 * g.ldb);
+  if (g.c != nullptr) g.c = at(g.c, m0 * g.ldc + n0);
+  if (g.bias != nullptr) g.bias = at(g.bias, n0);
+  g.d = const_cast<char*>(at(g.d, m0 * g.ldd + n0));
+  g.m = static_cast<int>(rows);
+  g.n = static_cast<int>(cols);
+  return g;
+}
+
+// The whole problem at once or, when its workspace does not fit in device memory (the sm90 3xTF32
+// presplit workspace holds both operands twice), in blocks of half the rows and columns, then a
+// quarter, ...: blocks of whole 128-row and 128-column tiles, so every view keeps its alignment.
+void run_gemm(FactGemmArgs const& g, torch::Tensor const& out, cudaStream_t stream) {
+  int64_t const bytes = out.element_size();
+  auto whole_tiles = [](int64_t x, int64_t parts) { return ((x + parts - 1) / parts + 127) / 128 * 128; };
+  for (int64_t parts = 1;; parts *= 2) {
+    int64_t const rows = std::max<int64_t>(whole_tiles(g.m, parts), 1);
+    int64_t const cols = std::max<int64_t>(whole_tiles(g.n, parts), 1);
+    torch::Tensor workspace;
+    try {
+      workspace = workspace_for(fact_gemm_workspace(block_of(g, 0, std::min<int64_t>(rows, g.m), 0,
+                                                             std::min<int64_t>(cols, g.n), bytes)), out);
+    } catch (c10::OutOfMemoryError const&) {
+      if (rows <= 128 && cols <= 128) throw;  // not even one tile's workspace fits
+      continue;
+    }
+    for (int64_t m0 = 0; m0 < std::max(g.m, 1); m0 += rows) {
+      for (int64_t n0 = 0; n0 < std::max(g.n, 1); n0 += cols) {
+        FactGemmArgs const block = parts == 1 ? g : block_of(g, m0, std::min<int64_t>(rows, g.m - m0), n0,
+                                                             std::min<int64_t>(cols, g.n - n0), bytes);
+        size_t const need = fact_gemm_workspace(block);
+        if (need > static_cast<size_t>(workspace.numel())) workspace = workspace_for(need, out);
+        int const code = fact_gemm_run(block, workspace.data_ptr(), stream);
+        TORCH_CHECK(code == 0, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu failed (", std::to_string(code), "): ", fact_last_error());
+      }
+    }
+    return;
+  }
+}
 }  // namespace
 
 // out = chain(a @ b): a [L?, M, K], b [L?, K, N] (row- or column-major in their last two dims),
@@ -93,7 +139,8 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.batch = r == 3 ? static_cast<int>(a.size(0)) : 1;
   TORCH_CHECK(g.batch == 1, "this kernel is not batched");
   g.a = a.data_ptr();
-  // the leading dimension of the compiled layout (a size-1 dimension may carry any stride)
+  // the leading dimension of the layout the kernel reads, after any copy above (a size-1 dimension
+  // may carry any stride)
   g.lda = a.stride(r - 2);
   g.batch_a = r == 3 ? a.stride(0) : 0;
   g.b = b.data_ptr();
@@ -109,9 +156,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.bias = bias->data_ptr();
   g.sm_count = static_cast<int>(sms);
   set_knobs(g, raster, swizzle, splits);
-  auto workspace = workspace_for(fact_gemm_workspace(g), out);
-  int code = fact_gemm_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
-  TORCH_CHECK(code == 0, "sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu failed (", std::to_string(code), "): ", fact_last_error());
+  run_gemm(g, out, reinterpret_cast<cudaStream_t>(stream));
 }
 
 // The custom op fact::sm80_gemm_f16_tn_128x128x32_w64x64x32_s3_bias_leaky_relu_4053a509: defined here, so the dispatcher (and a loaded torch.export program)
