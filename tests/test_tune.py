@@ -91,13 +91,24 @@ def test_shared_memory_rule_names_need_and_limit() -> None:
     assert smem and "100000" in smem[0].reason and "bytes" in smem[0].reason
 
 
+def test_knobs_json_keeps_the_keys_of_records_made_before_the_reduction_knob() -> None:
+    legacy = '{"raster": 1, "splits": 8, "swizzle": 2}'
+    assert Knobs.from_json(legacy) == Knobs(1, 2, 8, 0) and Knobs(1, 2, 8).to_json() == legacy
+    atomic = Knobs(0, 1, 16, 1)
+    assert Knobs.from_json(atomic.to_json()) == atomic and atomic.tag == "rh_s1_k16_atomic"
+    assert atomic.astuple() == (0, 1, 16, 1)
+
+
 def test_knobs_are_run_time_and_splits_only_for_stream_k() -> None:
     t = target(256, 256, 131072)
     space = enumerate_space(t)
     sk = next(s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK)
     dp = next(s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.PERSISTENT)
     assert any(k.splits > 1 for k in space.knobs[sk.key])
-    assert all(k.splits == 1 for k in space.knobs[dp.key]) and len(space.knobs[dp.key]) == 12
+    assert {k.reduction for k in space.knobs[sk.key] if k.splits > 1} == {0, 1}
+    assert space.knobs[sk.key][0] == Knobs(0, 1, 1, 1)  # the untuned kernel's: its splits added atomically
+    assert Knobs(0, 1, 1, 0) in space.knobs[sk.key]
+    assert all(k.splits == 1 and k.reduction == 0 for k in space.knobs[dp.key]) and len(space.knobs[dp.key]) == 12
     assert any(s.mode is Mode.SPLITK_SERIAL for s in space.kernels)  # sm80 split-K for large K
 
 
@@ -602,3 +613,23 @@ def test_a_runoff_result_is_marked_not_told_by_its_run_count(tmp_path: Path) -> 
     db.record(t, b, decided)
     best = db.best(t)
     assert best is not None and best[1].from_runoff and best[1].spec_key == b.key
+
+
+def test_large_k_sweep_script_covers_the_stream_k_space_on_the_cpu(tmp_path: Path) -> None:
+    """scripts/gpu_largek.py --dry-run: every kept kernel is stream-K, every knob setting is measured
+    (both reductions), and each target has a winner row."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "gpu_largek.py"), "--dry-run", "--exact",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert [w["shape"][3] for w in doc["winners"]] == [131072, 524288, 524288]
+    assert all("streamk" in r["kernel"] and r["status"] == "ok" for r in doc["measurements"])
+    reductions = {json.loads(r["knobs"]).get("reduction", 0) for r in doc["measurements"]}
+    assert reductions == {0, 1}

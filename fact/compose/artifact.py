@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from fact.build.cache import Library
     from fact.compose.synthesize import Synthesis
 
-FORMAT = 2  # 2: GEMM ops take the run-time knobs (raster, swizzle, splits) as arguments
+FORMAT = 3  # 2: GEMM ops take the run-time knobs (raster, swizzle, splits) as arguments; 3: and reduction
 
 
 class ArtifactError(FactError):

@@ -34,7 +34,7 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
     """Register `kernel` (a fact.realize.kernel callable, or a reference implementation in tests) as
     `torch.ops.fact.<op_name(spec)>`; returns the op.
 
-    GEMM ops take (a, b, bias?, residual?, raster=0, swizzle=1, splits=1) with a [L?, M, K],
+    GEMM ops take (a, b, bias?, residual?, raster=0, swizzle=1, splits=1, reduction=0) with a [L?, M, K],
     b [L?, K, N] (any row/column-major strides the kernel was built for) and the run-time scheduling
     knobs of the call, and return a contiguous [L?, M, N]. Attention ops take
     (q, k, v, scale) as [B, H, S, D] and return [B, H, S, D] stored as [B, S, H, D], which the usual
@@ -83,7 +83,8 @@ def adopt(module: Any, kind: str, spec: KernelSpec | None = None, *, build: str 
         return _REGISTERED[name]
 
 
-GEMM_SCHEMA = "(Tensor a, Tensor b, Tensor? bias, Tensor? residual, int raster=0, int swizzle=1, int splits=1) -> Tensor"
+GEMM_SCHEMA = ("(Tensor a, Tensor b, Tensor? bias, Tensor? residual, "
+               "int raster=0, int swizzle=1, int splits=1, int reduction=0) -> Tensor")
 ATTENTION_SCHEMA = "(Tensor q, Tensor k, Tensor v, float scale) -> Tensor"
 
 
@@ -95,7 +96,7 @@ def _define_in_python(name: str, spec: KernelSpec, kernel: Callable[..., Any], d
     if isinstance(spec, GemmSpec):
 
         def gemm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, residual: torch.Tensor | None,
-                 raster: int = 0, swizzle: int = 1, splits: int = 1) -> torch.Tensor:
+                 raster: int = 0, swizzle: int = 1, splits: int = 1, reduction: int = 0) -> torch.Tensor:
             return kernel(*map(_aligned, (a, b, bias, residual)))  # reference implementations have no schedule
 
         return torch.library.custom_op(qualified, gemm, mutates_args=(), device_types=device_types,
@@ -124,7 +125,8 @@ def fake(kind: str) -> Callable[..., Any]:
 
         return attention
 
-    def gemm(a: Any, b: Any, bias: Any, residual: Any, raster: int = 0, swizzle: int = 1, splits: int = 1) -> Any:
+    def gemm(a: Any, b: Any, bias: Any, residual: Any, raster: int = 0, swizzle: int = 1, splits: int = 1,
+             reduction: int = 0) -> Any:
         return a.new_empty((*a.shape[:-1], b.shape[-1]))
 
     return gemm

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from fact.patterns.types import Match
+from fact.realize.kernel import DEFAULT_KNOBS, KnobValues, default_knobs
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class KernelCall:
     scale: float = 0.0  # attention only
     kernel: str = ""  # the kernel's procedural name, for reports
     device: str = "cuda"  # the device type the kernel runs on
-    knobs: tuple[int, int, int] = (0, 1, 1)  # GEMM only: the run-time schedule it was verified with
+    knobs: KnobValues = DEFAULT_KNOBS  # GEMM only: the run-time schedule it was verified with
     pins: tuple[Pin, ...] = field(default=(), compare=False)
     # the Dispatch's other inputs as captured: (index, ("tensor", (shape, dtype)) or ("value", a number
     # or a size)); a size read off another tensor (a mask sliced to its length) must not change either
@@ -391,7 +392,7 @@ def last_first(gm: torch.fx.GraphModule, matches: list[Match]) -> list[Match]:
 
 
 def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name: str,
-            device: str = "cuda", knobs: tuple[int, int, int] = (0, 1, 1),
+            device: str = "cuda", knobs: KnobValues | None = None,
             buffers: dict[str, Any] | None = None) -> KernelCall:
     """Register `kernel` as the custom op of `spec` and put a guarded call to it where `match` was.
 
@@ -404,7 +405,8 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         kernel: the callable behind the op (a built kernel; a reference implementation in tests).
         name: the Dispatch submodule's attribute name.
         device: the device type the kernel serves.
-        knobs: a GEMM's run-time scheduling knobs (raster, swizzle, splits), as verified.
+        knobs: a GEMM's run-time scheduling knobs (raster, swizzle, splits, reduction), as verified
+            (default: fact.realize.kernel.default_knobs).
         buffers: the values of placeholders that are the module's buffers (CapturedGraph.buffers).
 
     Raises:
@@ -423,7 +425,8 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
-                      tuple(knobs) if match.attention is None else (0, 1, 1), _pins(gm, match, inputs, buffers or {}),
+                      default_knobs(spec) if knobs is None or match.attention is not None else tuple(knobs),
+                      _pins(gm, match, inputs, buffers or {}),
                       _others(match, inputs))
     broken = breach(call, spec)
     if broken is not None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from fact.compose.artifact import ComposedKernel
 from fact.compose.report import ItemReport, Report
+from fact.realize.kernel import KnobValues
 
 log = logging.getLogger(__name__)
 Stage = Callable[[str], None]
@@ -262,12 +263,12 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 
 
 def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any],
-            schedules: dict[str, tuple[int, int, int]], report: Report, cache: Any, benchmark: bool,
+            schedules: dict[str, KnobValues], report: Report, cache: Any, benchmark: bool,
             seeds: tuple[int, ...], stage: Stage, learned: dict[str, _Learned] | None = None) -> Synthesis:
     from fact.build.cache import BuildCache, load_library
     from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
-    from fact.realize.kernel import DEFAULT_KNOBS, wrap
+    from fact.realize.kernel import default_knobs, wrap
     from fact.verify.worker import Job, run_job
 
     cache = cache or BuildCache()
@@ -312,7 +313,7 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
             rep.verification = {"category": "build_error"}
             continue
         rep.build_s = round(library.seconds, 2)
-        schedule = schedules.get(item.match.id, DEFAULT_KNOBS)  # a tuned kernel is verified with its knobs
+        schedule = schedules.get(item.match.id) or default_knobs(spec)  # tuned kernels: verified with their knobs
         job = Job(str(library.path), library.module_name, spec, tuple(_cases(spec, item.match)), seeds, knobs=schedule)
         name = verification_key(job)
         earlier = cache.noted(library.key, name)

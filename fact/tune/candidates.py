@@ -1,9 +1,10 @@
 """Candidate kernels from the CUTLASS hierarchy, built from data tables and filtered by rules.
 
 sm90: tile x cluster x kernel schedule (which fixes the epilogue schedule) x tile scheduler,
-with raster order, swizzle and split count as run-time knobs; for exact fp32, the 3xTF32 family's
-tile x promotion interval x where A is split. sm80: threadblock x warp x
-instruction shape x stages x swizzle x split-K slices (all compile-time in CUTLASS 2.x).
+with raster order, swizzle, split count and the splits' reduction (in K order or by atomic adds) as
+run-time knobs; for exact fp32, the 3xTF32 family's tile x promotion interval x where A is split.
+sm80: threadblock x warp x instruction shape x stages x swizzle x split-K slices (all compile-time
+in CUTLASS 2.x).
 
 Every dropped candidate is kept as a Rejection with the rule that dropped it: the spec's own
 validation, shared-memory capacity, accumulator registers, tile divisibility, alignment of the
@@ -23,6 +24,7 @@ from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
 from fact.realize.choose import promotion_for
+from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
     Mode,
@@ -232,13 +234,16 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
     """The run-time knob settings worth sweeping for a built sm90 kernel on `problem`."""
     t = spec.tiles
     assert isinstance(t, Sm90Tiles)
-    knobs = [Knobs(r.value, s, 1) for r in Raster for s in SM90_SWIZZLES]
+    reduction = default_knobs(spec)[3]  # the first setting is the untuned kernel's (what a prescreen runs)
+    knobs = [Knobs(r.value, s, 1, reduction) for r in Raster for s in SM90_SWIZZLES]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
         tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
         # more splits than fill the GPU twice over only add reduction work (132 SMs on an H100)
-        knobs += [Knobs(Raster.HEURISTIC.value, 1, s) for s in SM90_SPLITS
-                  if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
+        splits = [1] + [s for s in SM90_SPLITS if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
+        # the splits of a tile added in K order (deterministic), and by atomic adds (at once)
+        heuristic = Raster.HEURISTIC.value
+        knobs += [k for s in splits for k in (Knobs(heuristic, 1, s, 1), Knobs(heuristic, 1, s, 0)) if k not in knobs]
     return knobs
 
 

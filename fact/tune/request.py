@@ -1,8 +1,8 @@
 """What a benchmark is asked to do: a picklable request with no tensors in it.
 
 A request names a built library (path and module name), the spec it was built from, the
-problem to time it on and the run-time knobs (raster order, swizzle, split count) that change
-the schedule without recompiling. A worker process on a GPU turns it into a Measurement.
+problem to time it on and the run-time knobs (raster order, swizzle, split count, reduction) that
+change the schedule without recompiling. A worker process on a GPU turns it into a Measurement.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fact.core.specs import ProblemShape
+from fact.realize.kernel import KnobValues
 from fact.realize.spec import GemmSpec
 
 
@@ -34,28 +35,36 @@ class Knobs:
 
     raster: the order in which output tiles are walked; swizzle: the tile-scheduler swizzle
     width (1, 2, 4 or 8); splits: K slices (stream-K scheduler kernels only; 1 = stream-K's
-    own heuristic decomposition).
+    own heuristic decomposition); reduction: how the partial sums of a tile's splits are added
+    (stream-K only; 0 one after the other in K order, deterministic; 1 by atomic adds, at once,
+    whose last bits may differ from call to call: the kernel sums in K order whenever
+    torch.use_deterministic_algorithms(True) is set).
     """
 
     raster: int = Raster.HEURISTIC.value
     swizzle: int = 1
     splits: int = 1
+    reduction: int = 0
 
     @property
     def tag(self) -> str:
-        return f"{Raster(self.raster).tag}_s{self.swizzle}_k{self.splits}"
+        return f"{Raster(self.raster).tag}_s{self.swizzle}_k{self.splits}{'_atomic' if self.reduction else ''}"
 
-    def astuple(self) -> tuple[int, int, int]:
-        """(raster, swizzle, splits): what a kernel call passes (fact.realize.kernel.GemmKernel)."""
-        return (self.raster, self.swizzle, self.splits)
+    def astuple(self) -> KnobValues:
+        """(raster, swizzle, splits, reduction): what a kernel call passes (fact.realize.GemmKernel)."""
+        return (self.raster, self.swizzle, self.splits, self.reduction)
 
     def to_json(self) -> str:
-        return json.dumps({"raster": self.raster, "swizzle": self.swizzle, "splits": self.splits}, sort_keys=True)
+        # the in-order reduction is left out, so that records made before the knob existed keep their keys
+        data = {"raster": self.raster, "swizzle": self.swizzle, "splits": self.splits}
+        if self.reduction:
+            data["reduction"] = self.reduction
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Knobs:
         data = json.loads(text)
-        return cls(int(data["raster"]), int(data["swizzle"]), int(data["splits"]))
+        return cls(int(data["raster"]), int(data["swizzle"]), int(data["splits"]), int(data.get("reduction", 0)))
 
 
 DEFAULT_KNOBS = Knobs()

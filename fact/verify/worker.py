@@ -12,6 +12,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from fact.realize.kernel import DEFAULT_KNOBS, KnobValues
+
 CATEGORIES = ("ok", "failed_check", "timeout", "crash", "illegal_address", "misaligned_address", "trap",
               "launch_error", "build_error", "error")
 
@@ -30,7 +32,7 @@ class Job:
     cases: tuple[Any, ...]
     seeds: tuple[int, ...]
     target: str = "fact.verify.worker:verify_built"
-    knobs: tuple[int, int, int] = (0, 1, 1)  # a GEMM's run-time scheduling knobs (raster, swizzle, splits)
+    knobs: KnobValues = DEFAULT_KNOBS  # a GEMM's run-time scheduling knobs (fact.tune.request.Knobs)
 
 
 @dataclass(frozen=True)

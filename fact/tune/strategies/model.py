@@ -15,6 +15,7 @@ from fact.tune.request import Config
 from fact.tune.strategies.base import Evaluate, Options, rank_kernels, seeded
 
 PENALTY_MS = 1e6
+KNOB_NAMES = ("raster", "swizzle", "splits", "reduction")  # the order of Knobs.astuple()
 
 
 def model_based(space: Space, evaluate: Evaluate, options: Options) -> None:
@@ -29,22 +30,18 @@ def model_based(space: Space, evaluate: Evaluate, options: Options) -> None:
     by_key = {s.key: s for s in kernels}
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=options.seed), direction="minimize")
     for c in seeded(space, options):
-        study.enqueue_trial({"kernel": c.spec.key, "raster": c.knobs.raster, "swizzle": c.knobs.swizzle,
-                             "splits": c.knobs.splits})
-    rasters = sorted({k.raster for ks in space.knobs.values() for k in ks})
-    swizzles = sorted({k.swizzle for ks in space.knobs.values() for k in ks})
-    splits = sorted({k.splits for ks in space.knobs.values() for k in ks})
+        study.enqueue_trial({"kernel": c.spec.key, **dict(zip(KNOB_NAMES, c.knobs.astuple(), strict=True))})
+    values = {name: sorted({k.astuple()[i] for ks in space.knobs.values() for k in ks})
+              for i, name in enumerate(KNOB_NAMES)}
     tried: dict[tuple[str, object], float] = {}
     for _ in range(options.trials):
         if evaluate.exhausted:
             return
         trial = study.ask()
         spec = by_key[trial.suggest_categorical("kernel", names)]
-        wanted = (trial.suggest_categorical("raster", rasters), trial.suggest_categorical("swizzle", swizzles),
-                  trial.suggest_categorical("splits", splits))
+        wanted = tuple(trial.suggest_categorical(name, values[name]) for name in KNOB_NAMES)
         valid = space.knobs[spec.key]
-        knobs = min(valid, key=lambda k: (sum(abs(a - b) for a, b in zip((k.raster, k.swizzle, k.splits), wanted,
-                                                                         strict=True)), k))
+        knobs = min(valid, key=lambda k: (sum(abs(a - b) for a, b in zip(k.astuple(), wanted, strict=True)), k))
         config = Config(spec, knobs)
         if config.key in tried:
             study.tell(trial, tried[config.key])

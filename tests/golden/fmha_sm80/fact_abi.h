@@ -14,8 +14,9 @@ struct FactGemmArgs {
   void* d = nullptr;        int64_t ldd = 0, batch_d = 0;
   int sm_count = 0;
   // run-time scheduling knobs (sm90 tile scheduler): raster order (0 heuristic, 1 along M,
-  // 2 along N), swizzle width, K splits (stream-K scheduler only; 1 = its own decomposition)
-  int raster = 0, swizzle = 1, splits = 1;
+  // 2 along N), swizzle width, K splits (stream-K scheduler only; 1 = its own decomposition) and how
+  // the splits of a tile are summed (stream-K only; 0 in K order, deterministic; 1 by atomic adds)
+  int raster = 0, swizzle = 1, splits = 1, reduction = 0;
 };
 
 struct FactAttnArgs {

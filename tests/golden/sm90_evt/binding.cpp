@@ -52,14 +52,18 @@ std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
 
 namespace {
 // Checks the run-time scheduling knobs (swept by the tuner without recompiling; the defaults
-// are CUTLASS's own) and stores them in the launch arguments.
-void set_knobs(FactGemmArgs& g, int64_t raster, int64_t swizzle, int64_t splits) {
+// are CUTLASS's own) and stores them in the launch arguments. Splits summed by atomic adds give
+// results that may differ in the last bits from call to call: under
+// torch.use_deterministic_algorithms(True) they are summed in K order instead.
+void set_knobs(FactGemmArgs& g, int64_t raster, int64_t swizzle, int64_t splits, int64_t reduction) {
   TORCH_CHECK(raster >= 0 && raster <= 2, "raster order must be 0 (heuristic), 1 (along M) or 2 (along N)");
   TORCH_CHECK(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, "swizzle must be 1, 2, 4 or 8");
   TORCH_CHECK(splits >= 1 && splits <= 1024, "splits must be in 1..1024");
+  TORCH_CHECK(reduction == 0 || reduction == 1, "reduction must be 0 (in K order) or 1 (atomic adds)");
   g.raster = static_cast<int>(raster);
   g.swizzle = static_cast<int>(swizzle);
   g.splits = static_cast<int>(splits);
+  g.reduction = reduction == 1 && !at::globalContext().deterministicAlgorithms() ? 1 : 0;
 }
 
 // g on a block of the output, rows [m0, m0 + rows) and columns [n0, n0 + cols): the same GEMM and
@@ -114,7 +118,7 @@ void run_gemm(FactGemmArgs const& g, torch::Tensor const& out, cudaStream_t stre
 // so that this file needs no CUDA-specific torch headers, and the scheduling knobs of this call.
 void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
          c10::optional<torch::Tensor> residual, torch::Tensor out, int64_t stream, int64_t sms,
-         int64_t raster, int64_t swizzle, int64_t splits) {
+         int64_t raster, int64_t swizzle, int64_t splits, int64_t reduction) {
   check_cuda(a, "a");
   check_cuda(b, "b");
   check_cuda(out, "out");
@@ -162,25 +166,28 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   g.ldc = residual->stride(r - 2);
   g.batch_c = r == 3 ? residual->stride(0) : 0;
   g.sm_count = static_cast<int>(sms);
-  set_knobs(g, raster, swizzle, splits);
+  set_knobs(g, raster, swizzle, splits, reduction);
   run_gemm(g, out, reinterpret_cast<cudaStream_t>(stream));
 }
 
 // The custom op fact::sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd: defined here, so the dispatcher (and a loaded torch.export program)
 // reaches the kernel without Python; its fake (meta) implementation is registered from Python.
 torch::Tensor op(torch::Tensor const& a, torch::Tensor const& b, c10::optional<torch::Tensor> const& bias,
-                 c10::optional<torch::Tensor> const& residual, int64_t raster, int64_t swizzle, int64_t splits) {
+                 c10::optional<torch::Tensor> const& residual, int64_t raster, int64_t swizzle,
+                 int64_t splits, int64_t reduction) {
   c10::DeviceGuard guard(a.device());
   auto sizes = a.sizes().vec();
   TORCH_CHECK(!sizes.empty() && b.dim() >= 2, "a and b: rank 2 or 3");
   sizes.back() = b.size(-1);
   auto out = torch::empty(sizes, a.options());
   auto [stream, sms] = launch_context(out);
-  run(aligned(a), aligned(b), aligned(bias), aligned(residual), out, stream, sms, raster, swizzle, splits);
+  run(aligned(a), aligned(b), aligned(bias), aligned(residual), out, stream, sms, raster, swizzle, splits,
+      reduction);
   return out;
 }
 constexpr char const* kSchema =
-    "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd(Tensor a, Tensor b, Tensor? bias, Tensor? residual, int raster=0, int swizzle=1, int splits=1) -> Tensor";
+    "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd(Tensor a, Tensor b, Tensor? bias, Tensor? residual, int raster=0, int swizzle=1, int splits=1, "
+    "int reduction=0) -> Tensor";
 
 // Registers the op once per process. Called from Python (not at load time), so that a second copy
 // of this library in one process answers with an error instead of ending the process.
@@ -199,7 +206,8 @@ void register_op() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("run", &run, "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual", pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("bias"),
         pybind11::arg("residual"), pybind11::arg("out"), pybind11::arg("stream"), pybind11::arg("sms"),
-        pybind11::arg("raster") = 0, pybind11::arg("swizzle") = 1, pybind11::arg("splits") = 1);
+        pybind11::arg("raster") = 0, pybind11::arg("swizzle") = 1, pybind11::arg("splits") = 1,
+        pybind11::arg("reduction") = 0);
   m.def("register_op", &register_op, "define fact::sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd (schema and CUDA kernel) in the dispatcher");
   m.attr("op_name") = "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd";
   m.attr("kernel_name") = "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual";
