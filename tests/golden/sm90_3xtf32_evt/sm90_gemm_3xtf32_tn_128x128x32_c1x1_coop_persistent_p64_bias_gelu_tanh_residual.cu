@@ -90,10 +90,18 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
   return bits;
 }
 
+// Rounded up to infinity, x is above the largest TF32 (then truncated), or a NaN whose payload lies
+// only in the 13 bits TF32 drops. kKeepLowNans ORs the exponent into the mantissa, which keeps such a
+// NaN a NaN and changes no finite x that gets there (their top ten mantissa bits are all ones). It is
+// free in the presplit pass, which memory bounds; in the mainloop's split it cost 14 % at 4096^3 on
+// the H100 (results/exact_fp32/h100_2026-11-23/nan_branch/), so there such a NaN becomes infinity.
+template <bool kKeepLowNans = false>
 CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
   float const x = __uint_as_float(word);
   uint32_t big = fact_rna_tf32(x);
-  if (isinf(__uint_as_float(big)) && !isinf(x)) big = word & 0xffffe000u;  // above the largest TF32
+  if (isinf(__uint_as_float(big)) && !isinf(x)) {
+    big = kKeepLowNans ? (word & 0xffffe000u) | ((word & 0x7f800000u) >> 8) : word & 0xffffe000u;
+  }
   float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // NaN stays NaN in both parts
   small = fact_rna_tf32(rest);
   word = big;
