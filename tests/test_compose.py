@@ -288,6 +288,18 @@ def test_synthesize_says_when_a_training_module_would_never_run_its_kernels() ->
     assert TRAINING_NOTE not in inferred.report.notes
 
 
+def test_an_unaligned_gemm_is_planned_and_the_report_says_its_operands_are_staged() -> None:
+    """K = 1001 breaks 16-byte rows of bf16: the GEMM still gets a kernel (its binding stages the
+    operands), and the report says so; without a GPU the module runs its original ops."""
+    module = nn.Linear(1001, 512).to(BF16).eval()
+    x = torch.randn(64, 1001, dtype=BF16)
+    synthesis = fact.synthesize(module, x, arch="sm90")
+    [item] = synthesis.report.items
+    assert item.status == "planned" and item.kernel.startswith("sm90_gemm_bf16_tn")
+    assert any("A along K=1001" in n and "zero-padded aligned copies" in n for n in synthesis.report.notes)
+    assert torch.equal(synthesis.module(x), module(x))
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:

@@ -153,7 +153,7 @@ def _a_match():
     from fact.core.enums import DType, Layout, Precision
     from fact.realize.catalog import _gemm_match
 
-    return _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    return _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), ())
 
 
 def test_a_json_registry_of_an_earlier_fact_is_taken_into_the_database(tmp_path, kb) -> None:
@@ -195,3 +195,16 @@ def test_graph_module_input() -> None:
 def test_bad_arch() -> None:
     with pytest.raises(ValueError, match="sm80"):
         discover(MatMul(), [torch.empty(8, 8)] * 2, arch="sm75")
+
+
+def test_the_estimate_charges_staged_operands_their_copies() -> None:
+    """An unaligned GEMM's kernel runs on copies of its operands: its estimate pays for them."""
+    import dataclasses
+
+    from fact.discover.cost import estimate
+
+    bf16 = torch.bfloat16
+    [m] = match_graph(capture(MatMul(), [torch.empty(64, 4095, dtype=bf16), torch.empty(4095, 4096, dtype=bf16)])).matches
+    assert any(n.startswith("unaligned") for n in m.notes)
+    plain = dataclasses.replace(m, notes=())
+    assert estimate(m, "sm90").tuned_s > estimate(plain, "sm90").tuned_s

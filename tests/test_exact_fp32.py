@@ -189,11 +189,9 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         spec = spec_for(_match(layouts=layouts), "sm90")
         assert spec.family == "sm90_gemm_3xtf32" and (spec.copies_a, spec.copies_b) == (
             layouts[0] is COL, layouts[1] is ROW)
-    # where it cannot serve, the sm80 exact path serves, and asking for it directly says why
-    for bad, reason in ((_match(k=1022), "multiples of 4"), (_match(n=382), "multiples of 4")):
-        assert spec_for(bad, "sm90").family == "sm80_gemm"
-        with pytest.raises(SpecError, match=reason):
-            sm90_3xtf32_spec(bad)
+    # K or N off 16-byte rows: the same family, its binding stages the operands into aligned copies
+    for odd in (_match(k=1022), _match(n=382)):
+        assert spec_for(odd, "sm90").family == "sm90_gemm_3xtf32" and sm90_3xtf32_spec(odd).alignment == (4, 4)
     with pytest.raises(SpecError, match="unknown families"):
         spec_for(_match(), "sm90", exclude=("sm90_gemm_4xtf32",))
     # too short a sum for 3xTF32 to match SGEMM's error: no exact kernel, on either arch
@@ -243,10 +241,12 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
 
 
 def test_presplit_verification_takes_any_k_and_rows() -> None:
-    """The pass reads any alignment: its cases have odd K and M (the others keep them aligned)."""
+    """The pass reads any alignment: its third case keeps K odd, where the others' is aligned. Every
+    kernel's second case is odd in M, N and K, so its binding stages the operands."""
     ks = {c.k for c in default_gemm_cases(exact_sm90()[4])}
     assert 1031 in ks and 1032 not in ks
-    assert {c.k for c in default_gemm_cases(exact_sm90()[0])} == {8, 136, 1032}
+    assert {c.k for c in default_gemm_cases(exact_sm90()[0])} == {8, 137, 1032}
+    assert all(any((c.m, c.n, c.k) == (257, 263, 137) for c in default_gemm_cases(s)) for s in exact_sm90())
 
 
 def test_batched_verification_shares_a_weight_across_the_batch() -> None:
@@ -279,13 +279,13 @@ def test_rendered_source_carries_the_design() -> None:
     tt = GemmSpec(**{**exact_sm90()[0].__dict__, "layout_b": ROW})
     sources = render(tt).sources
     assert sources[f"{tt.name}.cu"].count("cutlass::layout::ColumnMajor") == text.count("cutlass::layout::ColumnMajor")
-    assert "b = b.transpose(r - 1, r - 2).contiguous().transpose(r - 1, r - 2);" in sources["binding.cpp"]
-    assert "a = a.contiguous();" not in sources["binding.cpp"] and "b must be row-major" in sources["binding.cpp"]
+    assert "b = staged(b, kp, np, false);" in sources["binding.cpp"]
+    assert "always a row-major copy" not in sources["binding.cpp"] and "b must be row-major" in sources["binding.cpp"]
     # the leading dimensions are those of the copies the kernel reads (K), not of the caller's views
     assert "g.lda = a.stride(r - 2);" in sources["binding.cpp"] and "g.ldb = b.stride(r - 1);" in sources["binding.cpp"]
     nt = GemmSpec(**{**exact_sm90()[0].__dict__, "layout_a": COL, "layout_b": ROW})
     binding = render(nt).sources["binding.cpp"]
-    assert "a = a.contiguous();" in binding and "g.lda = a.stride(r - 2);" in binding
+    assert "a = staged(a, mp, kp, true);" in binding and "g.lda = a.stride(r - 2);" in binding
     assert "g.ldb = b.stride(r - 1);" in binding
     # presplit reads the caller's layouts: their own leading dimensions
     nt_presplit = GemmSpec(**{**nt.__dict__, "tiles": Sm90SplitTiles((128, 128, 16), presplit=True)})

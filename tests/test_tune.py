@@ -117,9 +117,20 @@ def test_batched_problems_get_batched_kernels() -> None:
     assert space.kernels and all(s.mode is Mode.BATCHED for s in space.kernels)
 
 
-def test_unaligned_shape_raises_with_the_alignment_reason() -> None:
-    with pytest.raises(NoCandidateError, match=r"K=2949 must be a multiple of 8"):
-        enumerate_space(target(8205, 5921, 2949))
+def test_unaligned_shape_is_served_by_staged_operands() -> None:
+    """K = 2949 and N = 5921 break 16-byte rows: the kernels stay candidates (their bindings stage the
+    operands into aligned copies, timed with the kernel), and no rejection names alignment."""
+    space = enumerate_space(target(8205, 5921, 2949))
+    assert any(s.family == "sm90_gemm" for s in space.kernels)
+    assert not any("multiple of 8" in r.reason for r in space.rejected)
+
+
+def test_a_shape_no_candidate_serves_raises_with_the_reasons() -> None:
+    # TF32 wgmma reads K-major operands only, and an sm80 epilogue reads bias or residual, not both
+    t = Target(Arch.SM90, DType.F32, Precision.TF32, Layout.COL, Layout.ROW, (Step("bias"), Step("residual")),
+               ProblemShape(512, 512, 512))
+    with pytest.raises(NoCandidateError, match="TF32 wgmma needs K-major operands"):
+        enumerate_space(t)
 
 
 def test_tf32_space_uses_tf32_tiles() -> None:

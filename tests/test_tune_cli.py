@@ -34,9 +34,9 @@ def test_tune_gemm_replay_writes_results_and_a_figure(tmp_path: Path, capsys: py
 def test_unservable_shape_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec = tmp_path / "empty.jsonl"
     rec.write_text(json.dumps({"format": "fact-tuning-export", "schema": 1, "rows": 0}) + "\n")
-    rc = main(["tune", "gemm", "--m", "8205", "--n", "5921", "--k", "2949", "--replay", str(rec),
-               "--db", str(tmp_path / "db.sqlite")])
-    assert rc == 1 and "must be a multiple of 8" in capsys.readouterr().out
+    rc = main(["tune", "gemm", "--m", "512", "--n", "512", "--k", "512", "--dtype", "tf32", "--layout", "nt",
+               "--epilogue", "bias,residual", "--replay", str(rec), "--db", str(tmp_path / "db.sqlite")])
+    assert rc == 1 and "TF32 wgmma needs K-major operands" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [["tune", "gemm", "--m", "8"], ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8",
@@ -60,7 +60,7 @@ def test_db_export_import(tmp_path: Path) -> None:
 
 
 def test_synthesize_hook_uses_the_database(tmp_path: Path) -> None:
-    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), ())
     default = spec_for(match, Arch.SM90)
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
     real = {match.id: Realization(match.id, default, ())}
@@ -86,7 +86,7 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
     from fact.realize.spec import Sm90SplitTiles
     from fact.tune.measurement import Measurement, Status
 
-    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), ())
     default = spec_for(match, Arch.SM90)
     other = copy(default, dtype=DType.F32, precision=Precision.EXACT, tiles=Sm90SplitTiles())  # another family
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
@@ -104,7 +104,7 @@ def test_exact_fp32_on_sm90_is_searched_among_its_own_family(tmp_path: Path) -> 
     from fact.tune.candidates import enumerate_space
     from fact.tune.measurement import Measurement, Status
 
-    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), True, ())
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
     default = spec_for(match, Arch.SM90)
     assert default.family == "sm90_gemm_3xtf32"
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
@@ -128,7 +128,7 @@ def test_exact_fp32_on_sm90_is_searched_among_its_own_family(tmp_path: Path) -> 
 def test_a_miss_is_tuned_when_asked(tmp_path: Path) -> None:
     from fact.tune.candidates import enumerate_space
 
-    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), True, ())
+    match = _gemm_match("gemm", DType.BF16, Precision.BF16, (Layout.ROW, Layout.COL), ())
     default = spec_for(match, Arch.SM90)
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
     t = target(match.problem.m, match.problem.n, match.problem.k)

@@ -70,7 +70,8 @@ def with_host_code(task: SynthesisTask, name: str, kernel: str, *, key: str, exe
     binding = ENV.get_template("binding.cpp.j2").render(
         name=name, key=key, op=name, exemplars=exemplars, kind="gemm",
         source_kind="bias" if task.has_bias else "none", dtype=_TORCH_DTYPE[task.dtype.value], batched=False,
-        causal=False, row_a=True, row_b=False)  # x row-major, the Linear weight read as column-major B
+        causal=False, row_a=True, row_b=False,  # x row-major, the Linear weight read as column-major B
+        align_ab=128 // task.dtype.bits, align_cd=128 // task.dtype.bits)
     abi = ENV.get_template("abi.h.j2").render()
     return Sources(name=name, files={"fact_abi.h": abi, f"{name}.cu": kernel, "binding.cpp": binding})
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from fact.core.enums import DType, Layout, Precision
 from fact.core.specs import ProblemShape
-from fact.patterns.engine import misaligned, precision_for, read_gemm
+from fact.patterns.engine import precision_for, read_gemm, unaligned_extents
 from fact.patterns.ops import ACTIVATIONS, LAYOUT_OPS, op_of
 from fact.patterns.types import Match
 
@@ -137,9 +137,9 @@ def task_for(captured: Any, anchor: str, tail_nodes: tuple[str, ...], *, arch: s
     if gemm.layouts != (Layout.ROW, Layout.COL):
         return "the skeleton takes A row-major and B column-major (a linear layer's weight)"
     prec = precision_for(gemm.dtype, precision_policy)
-    bad = misaligned(gemm, prec)
-    if bad:
-        return bad
+    odd = unaligned_extents(gemm, prec)
+    if odd:
+        return f"unaligned ({', '.join(odd)}): the skeleton's kernels are verified on aligned problems only"
     kinds = []
     for t in tail_nodes:
         kind = _is_unary_elementwise(nodes[t], root)

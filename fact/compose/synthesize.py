@@ -140,6 +140,7 @@ def synthesize(
         report.notes.extend(notes)
     learned = _learned(plan, captured, kb, report)
     for item in plan.items:
+        report.notes.extend(f"{item.match.id}: {note}" for note in item.match.notes)
         if item.match.id in learned:
             report.items.append(learned[item.match.id].item)
             continue

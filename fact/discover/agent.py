@@ -24,7 +24,7 @@ import jinja2
 from fact.core.errors import FactError, MissingDependencyError
 from fact.discover.plan import Plan, PlanItem
 from fact.patterns import pattern_table
-from fact.patterns.engine import misaligned, precision_for, read_gemm
+from fact.patterns.engine import precision_for, read_gemm, staging_note
 from fact.patterns.ops import op_of
 from fact.patterns.table import GEMM_RULES
 from fact.patterns.types import Match
@@ -271,15 +271,13 @@ def apply_answer(plan: Plan, captured: Any, answer: dict[str, Any], account: Acc
             dropped.append(f"proposal {pattern!r} for {name}: {gemm}")
             continue
         prec = precision_for(gemm.dtype, plan.precision_policy)
-        bad = misaligned(gemm, prec)
-        if bad:
-            dropped.append(f"proposal {pattern!r} for {name}: {bad}")
-            continue
+        staging = staging_note(gemm, prec)
         rule = realizable[pattern]
         match = Match(pattern=rule.name, family=rule.family, anchor=name, nodes=(name,), output=name,
                       dtype=gemm.dtype, precision=prec, realization=rule.realization, problem=gemm.problem,
                       layouts=gemm.layouts, epilogue=("bias",) if gemm.bias else (), operands=gemm.operands,
-                      notes=(f"proposed by the LLM reviewer: {str(prop.get('reason', ''))[:200]}",))
+                      notes=(f"proposed by the LLM reviewer: {str(prop.get('reason', ''))[:200]}",
+                             *([staging] if staging else [])))
         from fact.discover.cost import estimate
 
         est = estimate(match, plan.arch)

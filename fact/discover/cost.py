@@ -85,6 +85,8 @@ def estimate(match: Match, arch: str) -> Estimate:
     eager = gemm_floor + (2 * out * len(extra) + residual_reads) / (peaks.bandwidth * MEMORY_EFFICIENCY)
     eager += peaks.launch_s * (1 + len(extra))
     tuned_math = p.flops / (math_rate(peaks, match.precision, True) * GEMM_EFFICIENCY)
-    tuned_bytes = (operands + out + residual_reads) / (peaks.bandwidth * MEMORY_EFFICIENCY)
+    # unaligned operands are staged: each call reads and writes the operands and output once more
+    staged = 2 * (operands + out) if any(n.startswith("unaligned") for n in match.notes) else 0
+    tuned_bytes = (operands + out + residual_reads + staged) / (peaks.bandwidth * MEMORY_EFFICIENCY)
     tuned = max(tuned_math, tuned_bytes) + peaks.launch_s
     return Estimate(eager, tuned)

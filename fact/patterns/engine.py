@@ -220,14 +220,22 @@ def contiguous_extents(g: GemmReading) -> tuple[tuple[str, int], ...]:
             (("N", p.n) if lb is Layout.ROW else ("K", p.k)), ("N", p.n))
 
 
-def misaligned(g: GemmReading, precision: Precision) -> str | None:
-    """Why the operands' contiguous extents do not allow 16-byte accesses, or None."""
+def unaligned_extents(g: GemmReading, precision: Precision) -> list[str]:
+    """The operands' contiguous extents that are not whole 16-byte accesses, e.g. 'A along K=2949'."""
     need = table.ALIGNMENT[DType.TF32] if precision is Precision.TF32 else table.ALIGNMENT[g.dtype]
-    for operand, (name, extent) in zip(("A", "B", "the output"), contiguous_extents(g), strict=True):
-        if extent % need:
-            return (f"misaligned: {operand} is contiguous along {name}={extent}, not a multiple of {need} "
-                    f"elements (16-byte vector access for {g.dtype.value}); an align-1 kernel would lose to cuBLAS")
-    return None
+    return [f"{operand} along {name}={extent}"
+            for operand, (name, extent) in zip(("A", "B", "the output"), contiguous_extents(g), strict=True)
+            if extent % need]
+
+
+def staging_note(g: GemmReading, precision: Precision) -> str | None:
+    """What the kernel's binding does with operands whose contiguous extents are not whole 16-byte
+    accesses (it stages them into zero-padded aligned copies in every call), or None."""
+    odd = unaligned_extents(g, precision)
+    if not odd:
+        return None
+    return (f"unaligned ({', '.join(odd)}): each call stages the operands into zero-padded aligned copies, "
+            "which count in the kernel's time")
 
 
 def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
@@ -383,10 +391,8 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
             covered.add(n)
             continue
         prec = precision_for(gemm.dtype, precision)
-        reason = misaligned(gemm, prec)
-        if reason is None and gemm.problem.flops < table.MIN_GEMM_FLOPS:
+        if gemm.problem.flops < table.MIN_GEMM_FLOPS:
             reason = f"too small ({gemm.problem}): launch overhead dominates, eager is as fast"
-        if reason is not None:
             result.rejections.append(Rejection(n.name, op.kind, reason, pattern="gemm"))
             covered.add(n)
             continue
@@ -397,7 +403,8 @@ def match_graph(captured: Any, *, arch: str = "sm90", precision: str = "auto") -
         rule = next(r for r in table.GEMM_RULES if op.kind in r.anchors and r.when(gemm.problem, tuple(steps), arch))
         nodes = sorted([n, *ep_nodes], key=order.__getitem__)
         covered.update(nodes)
-        notes = []
+        staging = staging_note(gemm, prec)
+        notes = [staging] if staging else []
         if any(s in table.ACTIVATION_STEPS for s in steps) and any(x in ep_nodes and len(x.users) > 1 for x in ep_nodes):
             notes.append("activation written out as elementwise ops, recognised by evaluation")
         result.matches.append(Match(

@@ -24,8 +24,9 @@ ACTIVATION_STEPS = frozenset({*UNARY_EPILOGUE.values(), "gelu_erf", "gelu_tanh"}
 EPILOGUE_CAPACITY = {"bias": 1, "residual": 1, "activation": 2, "scale": 2}
 MAX_EPILOGUE_STEPS = 6
 # Elements per 16-byte vector access: the alignment tensor-core kernels need on the K
-# (contiguous) and N dimensions. Exact fp32 runs on SIMT/3xTF32 paths that need 1 element.
-ALIGNMENT = {DType.F16: 8, DType.BF16: 8, DType.F32: 1, DType.TF32: 4}
+# (contiguous) and N dimensions (exact fp32 runs on 3xTF32 kernels: 4). An operand without it is
+# staged into an aligned copy by the kernel's binding, and the match says so.
+ALIGNMENT = {DType.F16: 8, DType.BF16: 8, DType.F32: 4, DType.TF32: 4}
 SUPPORTED_DTYPES = frozenset(ALIGNMENT)
 MIN_GEMM_FLOPS = 2 * 64 * 64 * 64  # below this a launch costs more than the math
 LARGE_K_MIN = 4096

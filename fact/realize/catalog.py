@@ -120,9 +120,9 @@ _PATTERNS = {"gemm": OpFamily.GEMM, "gemm_epilogue": OpFamily.GEMM_EPILOGUE, "bm
              "gemm_large_k": OpFamily.SPLITK_GEMM}
 
 
-def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple[L, L], aligned: bool,
+def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple[L, L],
                 epilogue: tuple[str, ...]) -> Match:
-    size = 256 if aligned else 255
+    size = 256
     problem = {"bmm": ProblemShape(size, size, size, 4),
                "gemm_large_k": ProblemShape(size, size, 64 * size)}.get(pattern, ProblemShape(size, size, size))
     return Match(pattern=pattern, family=_PATTERNS[pattern], anchor="mm", nodes=("mm",), output="mm",
@@ -132,24 +132,22 @@ def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple
 
 def default_specs() -> list[KernelSpec]:
     """The spec realize chooses for every kind of match the pattern table produces: each arch,
-    dtype and fp32 precision, operand layout and alignment, GEMM pattern, activation and attention
-    shape class. Matches no family serves (SpecError) are left out."""
+    dtype and fp32 precision, operand layout, GEMM pattern, activation and attention shape class
+    (alignment chooses nothing: the binding stages unaligned operands). Matches no family serves (SpecError) are left out."""
     from fact.realize.spec import ACTIVATIONS
 
     numerics = [(BF16, PB16), (F16, P16), (F32, EXACT), (F32, TF32)]
     chains = [(), ("bias",), *(("bias", a) for a in ACTIVATIONS)]
     specs: list[KernelSpec] = []
     for arch, (dtype, precision), layouts in itertools.product(Arch, numerics, itertools.product(L, L)):
-        # the pattern table refuses misaligned 16-bit and TF32 operands; exact fp32 takes any
-        for aligned in (True, False) if precision is EXACT else (True,):
-            for pattern in _PATTERNS:
-                for chain in chains if pattern == "gemm_epilogue" else [()]:
-                    if pattern == "gemm_epilogue" and not chain:
-                        continue
-                    try:
-                        specs.append(spec_for(_gemm_match(pattern, dtype, precision, layouts, aligned, chain), arch))
-                    except SpecError:
-                        continue
+        for pattern in _PATTERNS:
+            for chain in chains if pattern == "gemm_epilogue" else [()]:
+                if pattern == "gemm_epilogue" and not chain:
+                    continue
+                try:
+                    specs.append(spec_for(_gemm_match(pattern, dtype, precision, layouts, chain), arch))
+                except SpecError:
+                    continue
     for arch, dtype, head_dim, seq, mask in itertools.product(Arch, (F32, BF16, F16), (64, 96, 128), (512, 200),
                                                               ("causal", "none")):
         shape = AttentionShape(2, 4, seq, seq, head_dim, mask, None)

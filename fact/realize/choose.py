@@ -18,13 +18,14 @@ from fact.realize.spec import (
     Step,
 )
 
-# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (K and N multiples of 4). With
-# its operands split before the mainloop (`presplit`, cluster 2x1) it ran 1.9-2.2x cuBLAS SGEMM from
+# Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (any K and N: the binding stages
+# unaligned operands into aligned copies). With its operands split before the mainloop (`presplit`,
+# cluster 2x1) it ran 1.9-2.2x cuBLAS SGEMM from
 # 2048^3 up on the H100; with the split in shared memory 1.3-1.6x, but that one stays the choice
 # where the GEMM is memory-bound (large K with small M and N; there it copies an operand in another
 # layout to K-major in its call, and the time counts the copy).
 # Its error was below SGEMM's at the benchmark shapes (results/exact_fp32/); elsewhere the sm80
-# 3xTF32 (mma.sync) or SIMT kernels serve. `exclude` in spec_for leaves a family out.
+# 3xTF32 (mma.sync) kernel serves. `exclude` in spec_for leaves a family out.
 SM90_3XTF32 = "sm90_gemm_3xtf32"
 EXCLUDABLE_FAMILIES = (SM90_3XTF32,)
 # Its default tile: K 16 halves a stage's shared memory, so twice the stages (6) hide TMA's latency;
@@ -90,8 +91,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
 
     Raises:
-        SpecError: the match is not fp32 exact, K or N is not a multiple of 4 (16-byte rows for TMA),
-            or the spec refuses the combination.
+        SpecError: the match is not fp32 exact, or the spec refuses the combination.
     """
     assert match.problem is not None and match.layouts is not None
     if match.dtype is not DType.F32 or match.precision is not Precision.EXACT:
@@ -102,9 +102,6 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     scheduler = Scheduler.PERSISTENT
     if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
-    if p.k % 4 or p.n % 4:
-        raise SpecError(f"K = {p.k}, N = {p.n}: both must be multiples of 4, as TMA reads and writes 16-byte "
-                        "aligned rows (A and B along K, C and D along N)")
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
     tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
                            promotion=promotion_for(p.k), presplit=presplit)
@@ -135,8 +132,7 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
         try:
             return sm90_3xtf32_spec(match)
         except SpecError:
-            pass  # the sm80 exact path (3xTF32 on mma.sync, or SIMT) serves it
-    k_aligned = match.problem.k % 4 == 0 and match.problem.n % 4 == 0
+            pass  # the sm80 exact path (3xTF32 on mma.sync) serves it
     if arch is Arch.SM90 and not exact_fp32:
         tf32 = match.precision is Precision.TF32
         if not tf32 or (la, lb) == (Layout.ROW, Layout.COL):  # TF32 wgmma needs TN; else sm80
@@ -145,13 +141,12 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
                                 SM90_TILES["streamk"]).validate()
             tiles = SM90_TILES["tf32" if tf32 else "gemm"]
             return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
-    # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX
+    # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX. Unaligned problems too: the
+    # binding stages their operands into aligned copies (spec.alignment)
     if match.dtype in (DType.BF16, DType.F16):
         path = "tensorop"
-    elif match.precision is Precision.TF32:
-        path = "tf32" if k_aligned else "simt"
     else:
-        path = "3xtf32" if k_aligned else "simt"
+        path = "tf32" if match.precision is Precision.TF32 else "3xtf32"
     sm80_mode = mode
     if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
         sm80_mode = Mode.STREAMK

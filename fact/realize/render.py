@@ -77,7 +77,6 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
         post = post[lead:]
     math = spec.math
     element_ab = {"tensorop": spec.dtype.cutlass}.get(math, "float")
-    align = {"tensorop": 8, "tf32": 4, "3xtf32": 4, "simt": 1}[math]
     universal_mode = {Mode.GEMM: "kGemm", Mode.BATCHED: "kBatched", Mode.SPLITK_SERIAL: "kGemm",
                       Mode.STREAMK: "kGemm", Mode.SPLITK_PARALLEL: "kGemm"}[spec.mode]
     batch_count = {Mode.BATCHED: "g.batch", Mode.SPLITK_SERIAL: str(t.split_k)}.get(spec.mode, "1")
@@ -95,8 +94,8 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
         "element_c": spec.dtype.cutlass,
         "layout_a": spec.layout_a.cutlass,
         "layout_b": spec.layout_b.cutlass,
-        "align_ab": align,
-        "epilogue_count": 1 if math == "simt" else 128 // spec.dtype.bits,
+        "align_ab": spec.alignment[0],
+        "epilogue_count": spec.alignment[1],
         # serial split-K accumulates later K partitions onto D through the source operand,
         # so the epilogue must be able to read a source even when the chain has none
         "scale_type": "NoBetaScaling" if source is not None else (
@@ -138,8 +137,9 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
         "element_ab": "cutlass::tfloat32_t" if spec.math == "tf32" else spec.dtype.cutlass,
         "layout_a": spec.layout_a.cutlass,
         "layout_b": spec.layout_b.cutlass,
-        "align_ab": 128 // (32 if spec.math == "tf32" else spec.dtype.bits),
-        "align_cd": 128 // spec.dtype.bits,
+        # a presplit pass reads any alignment, its kernel reads the split parts 16-byte aligned
+        "align_ab": 128 // spec.dtype.bits,
+        "align_cd": spec.alignment[1],
         "tile": t.tile, "cluster": t.cluster,
         "kernel_schedule": t.schedule.kernel, "epilogue_schedule": t.schedule.epilogue,
         "scheduler": t.scheduler.cutlass,
@@ -179,7 +179,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="gemm", source_kind=_source_kind(spec), dtype=_torch_dtype(spec.dtype),
             batched=spec.mode is Mode.BATCHED, causal=False, row_a=spec.layout_a is Layout.ROW,
-            row_b=spec.layout_b is Layout.ROW, copy_a=spec.copies_a, copy_b=spec.copies_b)
+            row_b=spec.layout_b is Layout.ROW, copy_a=spec.copies_a, copy_b=spec.copies_b,
+            align_ab=spec.alignment[0], align_cd=spec.alignment[1])
         includes: tuple[str, ...] = ()
     else:
         assert isinstance(spec, FmhaSpec)

@@ -209,6 +209,19 @@ class GemmSpec:
         return isinstance(t, Sm90SplitTiles) and not t.presplit and self.layout_b is Layout.ROW
 
     @property
+    def alignment(self) -> tuple[int, int]:
+        """Elements per 16-byte access the kernel needs: (A and B, C and D), 1 where it reads any.
+
+        TMA and the vector loads need each operand's contiguous extent, leading dimension and batch
+        stride in whole 16-byte units; the binding stages a call's tensors that lack them into
+        zero-padded copies. A presplit pass reads its operands with any alignment."""
+        if self.math == "simt":
+            return 1, 1
+        per_access = 128 // self.dtype.bits
+        presplit = isinstance(self.tiles, Sm90SplitTiles) and self.tiles.presplit
+        return (1 if presplit else per_access), per_access
+
+    @property
     def residual_after_activation(self) -> bool:
         seen_act = False
         for s in self.epilogue:

@@ -7,9 +7,11 @@ sm80: threadblock x warp x instruction shape x stages x swizzle x split-K slices
 in CUTLASS 2.x).
 
 Every dropped candidate is kept as a Rejection with the rule that dropped it: the spec's own
-validation, shared-memory capacity, accumulator registers, tile divisibility, alignment of the
-problem's leading dimensions. A problem no candidate serves raises NoCandidateError naming the
-reasons, so the caller keeps the original op.
+validation, shared-memory capacity, accumulator registers, tile divisibility, a tile or cluster
+the problem would mostly waste. (A problem whose leading dimensions break a kernel's 16-byte
+alignment is not refused: the binding stages its operands into aligned copies, in the call's time.)
+A problem no candidate serves raises NoCandidateError naming the reasons, so the caller keeps the
+original op.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Rejection:
     """A candidate the rules dropped, and why."""
 
     name: str
-    rule: str  # validation | shared_memory | registers | divisibility | alignment | waste
+    rule: str  # validation | shared_memory | registers | divisibility | waste
     reason: str
 
 
@@ -135,25 +137,6 @@ def _math(target: Target) -> str:
     if target.dtype in (DType.BF16, DType.F16):
         return "tensorop"
     return "tf32" if target.precision is Precision.TF32 else "3xtf32"
-
-
-def alignment_elements(math: str, dtype: DType) -> int:
-    """Elements per 16-byte access for the path (1 for SIMT)."""
-    return 1 if math == "simt" else 128 // dtype.bits
-
-
-def alignment_problems(target: Target, align: int) -> list[str]:
-    """Why the problem's leading dimensions do not allow `align`-element vector loads."""
-    p = target.problem
-    contiguous_a = ("K", p.k) if target.layout_a is Layout.ROW else ("M", p.m)
-    contiguous_b = ("N", p.n) if target.layout_b is Layout.ROW else ("K", p.k)
-    out = []
-    for operand, layout, (dim, size) in (("A", target.layout_a, contiguous_a), ("B", target.layout_b, contiguous_b),
-                                         ("D", Layout.ROW, ("N", p.n))):
-        if size % align:
-            out.append(f"{operand} is {layout.value}-major, so {dim}={size} must be a multiple of {align} "
-                       f"({align * target.dtype.bits // 8}-byte loads)")
-    return out
 
 
 # ---- sm90 ----------------------------------------------------------------------------------
@@ -342,9 +325,8 @@ def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
         specs = itertools.chain(_sm90_split_specs(target), _sm90_specs(target)) if family is Arch.SM90 \
             else _sm80_specs(target)
         rules = sm90_rules if family is Arch.SM90 else sm80_rules
-        seen_alignment: set[str] = set()
         for spec in specs:
-            verdict = _check(target, spec, device, rules, seen_alignment)
+            verdict = _check(target, spec, device, rules)
             if verdict is not None:
                 rejected.append(Rejection(spec.name, *verdict))
                 continue
@@ -354,22 +336,19 @@ def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
         counts = Counter(r.reason for r in rejected)
         top = "; ".join(f"{reason} ({n}x)" for reason, n in counts.most_common(3))
         raise NoCandidateError(f"no kernel can serve {target.problem} {target.dtype.value} {target.layout_tag} "
-                               f"[{target.epilogue_tag}]: {top or 'no family for this arch'}. "
-                               "The original op stays; pad the problem to aligned sizes to use fact's kernels.")
+                               f"[{target.epilogue_tag}]: {top or 'no family for this arch'}. The original op stays.")
     return Space(target, kernels, knobs, rejected)
 
 
-def _check(target: Target, spec: GemmSpec, device: DeviceProfile, rules: object,
-           seen_alignment: set[str]) -> tuple[str, str] | None:
+def _check(target: Target, spec: GemmSpec, device: DeviceProfile, rules: object) -> tuple[str, str] | None:
+    """The rule the spec breaks on the target, or None. Alignment is not one: the binding stages a
+    call's operands that lack the kernel's into aligned copies, and their time counts."""
     try:
         spec.validate()
     except SpecError as exc:
         return "validation", str(exc)
-    problems = alignment_problems(target, alignment_elements(spec.math, spec.dtype))
-    if problems:
-        return "alignment", "; ".join(problems)
     return rules(target, spec, device)  # type: ignore[operator]
 
 
 __all__ = ["SM80_THREADBLOCKS", "SM90_CLUSTERS", "SM90_TILES", "TUNED_FAMILIES", "NoCandidateError", "Rejection",
-           "Space", "Target", "alignment_problems", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]
+           "Space", "Target", "enumerate_space", "sm80_rules", "sm90_knobs", "sm90_rules"]

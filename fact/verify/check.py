@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fact.core.enums import DType, Layout, Precision
-from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Sm90SplitTiles, Step
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Step
 from fact.verify.tolerance import tolerance
 
 GUARD = 1024  # elements of guard region on each side of an output
@@ -264,8 +264,10 @@ def verify(kernel: Any, spec: KernelSpec, cases: list[Any], seeds: list[int]) ->
 
 
 def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[GemmCase]:
-    """Boundary, odd, not-tile-aligned and (if given) the model's own shape, respecting alignment."""
-    align = 1 if spec.math == "simt" else (4 if spec.dtype is DType.F32 else 8)
+    """Boundary, odd, not-tile-aligned and (if given) the model's own shape. One case is odd in M, N
+    and K, so the binding stages its operands and output into aligned copies; the others keep the
+    kernel's alignment, so its tensors are read as they are."""
+    align = spec.alignment[0]
 
     def up(x: int) -> int:
         return -(-x // align) * align
@@ -274,17 +276,16 @@ def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[G
         return x
 
     batch = 3 if spec.mode is Mode.BATCHED else 1
-    # a column-major A's leading dimension is M: M is then aligned too (a row-major one's is K). An
-    # operand split before the mainloop is read with any alignment: only N (C and D's rows) must be.
-    presplit = isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.presplit
-    rows = up if spec.layout_a is Layout.COL and not presplit else same
-    depth = same if presplit else up
-    cases = [GemmCase(rows(1), up(8), depth(8), batch), GemmCase(rows(257), up(263), depth(136), batch),
-             GemmCase(rows(131), up(520), depth(1031), batch)]
-    if batch > 1:  # a weight shared by every batch: B's batch stride is 0
-        cases.append(GemmCase(rows(131), up(520), depth(1031), batch, shared_b=True))
+    # a column-major A's leading dimension is M: M is then aligned too (a row-major one's is K); an
+    # operand split before the mainloop is read with any alignment (align 1)
+    rows = up if spec.layout_a is Layout.COL else same
+    cases = [GemmCase(rows(1), up(8), up(8), batch), GemmCase(257, 263, 137, batch),
+             GemmCase(rows(131), up(520), up(1031), batch)]
+    if batch > 1:  # a weight shared by every batch: B's batch stride is 0 (read as it is, and staged)
+        cases += [GemmCase(rows(131), up(520), up(1031), batch, shared_b=True),
+                  GemmCase(257, 263, 137, batch, shared_b=True)]
     if spec.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL):
-        cases.append(GemmCase(256, 256, depth(16384 + 72), 1))
+        cases.append(GemmCase(256, 256, up(16384 + 72), 1))
     if target is not None:
         cases.append(target)
     return cases

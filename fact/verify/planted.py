@@ -26,7 +26,8 @@ def planted_gemm(behaviour: str, dtype: DType = DType.F16) -> Rendered:
     kernel = _LOCAL.get_template("planted_gemm.cu.j2").render(behaviour=behaviour, element=dtype.cutlass)
     binding = ENV.get_template("binding.cpp.j2").render(
         name=name, key=spec.key, op=f"{name}_{spec.key[:8]}", exemplars=[], kind="gemm", source_kind="none", row_a=True, row_b=False,
-        dtype={DType.F32: "at::kFloat", DType.BF16: "at::kBFloat16", DType.F16: "at::kHalf"}[dtype], batched=False)
+        dtype={DType.F32: "at::kFloat", DType.BF16: "at::kBFloat16", DType.F16: "at::kHalf"}[dtype], batched=False,
+        align_ab=1, align_cd=1)  # the planted kernels read any alignment: nothing is staged
     abi = ENV.get_template("abi.h.j2").render()
     return Rendered(spec=spec, sources={"fact_abi.h": abi, f"{name}.cu": kernel, "binding.cpp": binding},
                     includes=(), exemplars=())

@@ -35,10 +35,6 @@ torch::Tensor aligned(torch::Tensor const& t) {
   return copy.as_strided(t.sizes(), t.strides());
 }
 
-c10::optional<torch::Tensor> aligned(c10::optional<torch::Tensor> const& t) {
-  return t.has_value() ? c10::optional<torch::Tensor>(aligned(*t)) : c10::nullopt;
-}
-
 // The current stream of the tensor's device (as an integer handle) and that device's SM count,
 // through the device-generic c10 interfaces (this file includes no CUDA-specific torch headers).
 std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {

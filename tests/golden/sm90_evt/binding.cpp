@@ -23,22 +23,6 @@ torch::Tensor workspace_for(size_t bytes, torch::Tensor const& like) {
   return torch::empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, like.options().dtype(torch::kUInt8));
 }
 
-// The tensor itself, or a copy with the same sizes and strides at a 16-byte aligned address: the
-// kernel's vector loads need one, and a compiled graph cannot guard on data pointers. The copy takes
-// the whole span of memory the view reads, so broadcast (zero-stride) views keep their strides too.
-torch::Tensor aligned(torch::Tensor const& t) {
-  if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0 || t.numel() == 0) return t;
-  int64_t span = 1;
-  for (int64_t d = 0; d < t.dim(); ++d) span += (t.size(d) - 1) * t.stride(d);
-  auto copy = torch::empty({span}, t.options());
-  copy.copy_(t.as_strided({span}, {1}));
-  return copy.as_strided(t.sizes(), t.strides());
-}
-
-c10::optional<torch::Tensor> aligned(c10::optional<torch::Tensor> const& t) {
-  return t.has_value() ? c10::optional<torch::Tensor>(aligned(*t)) : c10::nullopt;
-}
-
 // The current stream of the tensor's device (as an integer handle) and that device's SM count,
 // through the device-generic c10 interfaces (this file includes no CUDA-specific torch headers).
 std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
@@ -64,6 +48,38 @@ void set_knobs(FactGemmArgs& g, int64_t raster, int64_t swizzle, int64_t splits,
   g.swizzle = static_cast<int>(swizzle);
   g.splits = static_cast<int>(splits);
   g.reduction = reduction == 1 && !at::globalContext().deterministicAlgorithms() ? 1 : 0;
+}
+
+// Elements per 16-byte access the kernel needs: of A and B, and of C and D (1 where it reads any).
+constexpr int64_t kAlignAB = 8, kAlignCD = 8;
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Whether t [L?, R, C] (row-major if `row`, else column-major) can be read as it is by accesses of
+// `align` elements: its leading dimension, batch stride and address in whole 16-byte units.
+bool fits(torch::Tensor const& t, bool row, int64_t align) {
+  int64_t const r = t.dim();
+  return t.stride(row ? r - 2 : r - 1) % align == 0 && (r == 2 || t.stride(0) % align == 0) &&
+         (align == 1 || reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0);
+}
+
+// t [L?, R, C] copied into a new [L?, rows, cols] tensor, row-major if `row` else column-major,
+// the rows and columns past t's zero: zero terms of K add nothing to the product, and the rows and
+// columns of the output past M and N are dropped.
+torch::Tensor staged(torch::Tensor const& t, int64_t rows, int64_t cols, bool row) {
+  int64_t const r = t.dim();
+  if (r == 3 && t.size(0) > 1 && t.stride(0) == 0)  // an operand shared by the batch stays shared
+    return staged(t.narrow(0, 0, 1), rows, cols, row).expand({t.size(0), rows, cols});
+  if (!row) return staged(t.transpose(r - 1, r - 2), cols, rows, true).transpose(r - 1, r - 2);
+  auto shape = t.sizes().vec();
+  int64_t const have_rows = shape[r - 2], have_cols = shape[r - 1];
+  shape[r - 2] = rows;
+  shape[r - 1] = cols;
+  auto copy = torch::empty(shape, t.options());
+  copy.narrow(r - 2, 0, have_rows).narrow(r - 1, 0, have_cols).copy_(t);
+  if (cols > have_cols) copy.narrow(r - 1, have_cols, cols - have_cols).zero_();
+  if (rows > have_rows) copy.narrow(r - 2, have_rows, rows - have_rows).narrow(r - 1, 0, have_cols).zero_();
+  return copy;
 }
 
 // g on a block of the output, rows [m0, m0 + rows) and columns [n0, n0 + cols): the same GEMM and
@@ -136,10 +152,28 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   TORCH_CHECK(b.device() == a.device() && out.device() == a.device(), "a, b and out must be on one device");
   TORCH_CHECK(out.size(r - 2) == m && out.size(r - 1) == n, "out must be [L?, M, N]");
   TORCH_CHECK(out.stride(r - 1) == 1, "out must be row-major");
+  // The problem the kernel runs: each contiguous extent rounded up to whole 16-byte accesses
+  // (A's K, B's K, the output's N). An operand whose extents grow, or whose leading
+  // dimension, batch stride or address breaks the alignment, is staged into a zero-padded copy; so
+  // are the output (then copied back), a bias and a residual. The copies run on PyTorch's current
+  // stream, which callers pass as `stream` (the op and GemmKernel do).
+  int64_t const mp = m;
+  int64_t const kp = round_up(k, kAlignAB);
+  int64_t const np = round_up(n, kAlignCD);
+  bool const grown = mp != m || np != n;
+  if (mp != m || kp != k || !fits(a, true, kAlignAB)) a = staged(a, mp, kp, true);
+  if (kp != k || np != n || !fits(b, false, kAlignAB)) b = staged(b, kp, np, false);
+  torch::Tensor const result = out;
+  if (grown || !fits(out, true, kAlignCD)) {
+    auto shape = out.sizes().vec();
+    shape[r - 2] = mp;
+    shape[r - 1] = np;
+    out = torch::empty(shape, out.options());
+  }
   FactGemmArgs g;
-  g.m = static_cast<int>(m);
-  g.n = static_cast<int>(n);
-  g.k = static_cast<int>(k);
+  g.m = static_cast<int>(mp);
+  g.n = static_cast<int>(np);
+  g.k = static_cast<int>(kp);
   g.batch = r == 3 ? static_cast<int>(a.size(0)) : 1;
   TORCH_CHECK(g.batch == 1, "this kernel is not batched");
   g.a = a.data_ptr();
@@ -157,17 +191,22 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   check_cuda(*bias, "bias");
   TORCH_CHECK(bias->device() == a.device(), "bias must be on a's device");
   TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous(), "bias must be a contiguous [N] vector");
-  g.bias = bias->data_ptr();
+  torch::Tensor const bias_read = np != n || !fits(bias->unsqueeze(0), true, kAlignCD)
+      ? staged(bias->unsqueeze(0), 1, np, true).squeeze(0) : *bias;
+  g.bias = bias_read.data_ptr();
   TORCH_CHECK(residual.has_value(), "this kernel's epilogue adds a residual");
   check_cuda(*residual, "residual");
   TORCH_CHECK(residual->device() == a.device(), "residual must be on a's device");
-  TORCH_CHECK(residual->sizes() == out.sizes() && residual->stride(r - 1) == 1, "residual must be row-major like out");
-  g.c = residual->data_ptr();
-  g.ldc = residual->stride(r - 2);
-  g.batch_c = r == 3 ? residual->stride(0) : 0;
+  TORCH_CHECK(residual->sizes() == result.sizes() && residual->stride(r - 1) == 1, "residual must be row-major like out");
+  torch::Tensor const residual_read = grown || !fits(*residual, true, kAlignCD) ? staged(*residual, mp, np, true)
+                                                                                 : *residual;
+  g.c = residual_read.data_ptr();
+  g.ldc = residual_read.stride(r - 2);
+  g.batch_c = r == 3 ? residual_read.stride(0) : 0;
   g.sm_count = static_cast<int>(sms);
   set_knobs(g, raster, swizzle, splits, reduction);
   run_gemm(g, out, reinterpret_cast<cudaStream_t>(stream));
+  if (!out.is_same(result)) result.copy_(out.narrow(r - 2, 0, m).narrow(r - 1, 0, n));
 }
 
 // The custom op fact::sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual_401d98dd: defined here, so the dispatcher (and a loaded torch.export program)
@@ -181,8 +220,7 @@ torch::Tensor op(torch::Tensor const& a, torch::Tensor const& b, c10::optional<t
   sizes.back() = b.size(-1);
   auto out = torch::empty(sizes, a.options());
   auto [stream, sms] = launch_context(out);
-  run(aligned(a), aligned(b), aligned(bias), aligned(residual), out, stream, sms, raster, swizzle, splits,
-      reduction);
+  run(a, b, bias, residual, out, stream, sms, raster, swizzle, splits, reduction);  // run stages what needs it
   return out;
 }
 constexpr char const* kSchema =
