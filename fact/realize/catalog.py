@@ -133,7 +133,8 @@ def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple
 def default_specs() -> list[KernelSpec]:
     """The spec realize chooses for every kind of match the pattern table produces: each arch,
     dtype and fp32 precision, operand layout, GEMM pattern, activation and attention shape class
-    (alignment chooses nothing: the binding stages unaligned operands). Matches no family serves (SpecError) are left out."""
+    (alignment chooses nothing: the binding stages unaligned operands). Matches no family serves
+    (SpecError) are left out."""
     from fact.realize.spec import ACTIVATIONS
 
     numerics = [(BF16, PB16), (F16, P16), (F32, EXACT), (F32, TF32)]

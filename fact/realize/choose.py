@@ -20,8 +20,8 @@ from fact.realize.spec import (
 
 # Exact fp32 on sm90: the wgmma 3xTF32 family wherever it can serve (any K and N: the binding stages
 # unaligned operands into aligned copies). With its operands split before the mainloop (`presplit`,
-# cluster 2x1) it ran 1.9-2.2x cuBLAS SGEMM from
-# 2048^3 up on the H100; with the split in shared memory 1.3-1.6x, but that one stays the choice
+# cluster 2x1) it ran 1.9-2.2x cuBLAS SGEMM from 2048^3 up on the H100; with the split in shared
+# memory 1.3-1.6x, but that one stays the choice
 # where the GEMM is memory-bound (large K with small M and N; there it copies an operand in another
 # layout to K-major in its call, and the time counts the copy).
 # Its error was below SGEMM's at the benchmark shapes (results/exact_fp32/); elsewhere the sm80
