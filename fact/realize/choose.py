@@ -61,7 +61,6 @@ SM80_TILES = {
     "tensorop": Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3),
     "tf32": Sm80Tiles((128, 128, 16), (64, 64, 16), (16, 8, 8), 4),
     "3xtf32": Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4),
-    "simt": Sm80Tiles((128, 128, 8), (32, 64, 8), (1, 1, 1), 4),
 }
 SM90_TILES = {
     "gemm": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
