@@ -214,23 +214,34 @@ def test_family_refuses_a_math_path_of_another_precision() -> None:
         Family(Arch.SM80, (OpFamily.GEMM,), Precision.EXACT, MathPath.TF32)
 
 
+class _Sdpa(torch.nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def test_realize_drops_plan_exemplars_of_another_family(kb, meta, tmp_path) -> None:
-    # TF32 with non-TN operands: the match is sm90, the kernel is the sm80 TF32 one
+    # head dim 32: the match is sm90, the kernel is the sm80 fused attention (sm90's takes 64 or 128)
+    qkv = [torch.empty(2, 4, 256, 32, dtype=torch.bfloat16) for _ in range(3)]
+    plan = discover(_Sdpa(), qkv, arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
+    [item] = plan.items
+    assert [e.id for e in item.exemplars] and all(meta[e.id]["arch"] == "sm90" for e in item.exemplars)
+    [real] = realizations(plan, kb)
+    assert real.spec is not None and real.spec.arch is Arch.SM80 and real.spec.family == "fmha_sm80"
+    assert set(real.dropped) == {e.id for e in item.exemplars}
+    assert real.exemplars and all(meta[i]["arch"] == "sm80" for i in real.exemplars)
+    assert fits(meta[real.exemplars[0]], family_of_spec(real.spec))
+
+
+def test_tf32_in_any_layout_is_served_by_the_sm90_kernel_on_k_major_copies(kb, tmp_path) -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     try:
         plan = discover(MatMul(), [torch.empty(2048, 1024), torch.empty(1024, 2048)], arch="sm90", kb=kb,
                         registry=PatternRegistry(tmp_path / "r.json"))
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
-    [item] = plan.items
-    assert item.match.precision is Precision.TF32
-    assert [e.id for e in item.exemplars] and all(meta[e.id]["arch"] == "sm90" for e in item.exemplars)
     [real] = realizations(plan, kb)
-    assert real.spec is not None and real.spec.arch is Arch.SM80 and real.spec.math == "tf32"
-    assert set(real.dropped) == {e.id for e in item.exemplars}
-    assert real.exemplars and all(meta[i]["arch"] == "sm80" and meta[i]["precision"] == "tf32"
-                                  for i in real.exemplars)
-    assert fits(meta[real.exemplars[0]], family_of_spec(real.spec))
+    assert real.spec is not None and real.spec.family == "sm90_gemm" and real.spec.math == "tf32"
+    assert real.spec.copies_b and not real.spec.copies_a and not real.dropped
 
 
 def test_fact_linear_gelu_plan_is_grounded_exactly(kb, tmp_path) -> None:

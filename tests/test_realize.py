@@ -58,8 +58,6 @@ def test_names_and_keys() -> None:
     (GemmSpec(Arch.SM80, DType.F16, Precision.FP16, Layout.ROW, Layout.COL, (Step("relu"), Step("residual"))),
      "before any activation"),
     (GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, tiles=Sm90Tiles()), "no wgmma path"),
-    (GemmSpec(Arch.SM90, DType.F32, Precision.TF32, Layout.ROW, Layout.ROW, tiles=Sm90Tiles((128, 128, 32), (1, 1))),
-     "K-major"),
     (GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
               tiles=Sm90Tiles((64, 128, 64), (1, 1), Schedule.COOPERATIVE)), "tile M >= 128"),
     (GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, mode=Mode.STREAMK,

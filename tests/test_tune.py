@@ -115,6 +115,12 @@ def test_knobs_are_run_time_and_splits_only_for_stream_k() -> None:
 def test_batched_problems_get_batched_kernels() -> None:
     space = enumerate_space(target(512, 2048, 1024, batch=128))
     assert space.kernels and all(s.mode is Mode.BATCHED for s in space.kernels)
+    # stream-K balances the last wave of the batch's 4096 tiles; too many tiles to split them further
+    sk = [s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK]
+    assert sk and all(k.splits == 1 for s in sk for k in space.knobs[s.key])
+    few = enumerate_space(target(256, 256, 8192, batch=2))
+    sk = next(s for s in few.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK)
+    assert max(k.splits for k in few.knobs[sk.key]) > 1
 
 
 def test_unaligned_shape_is_served_by_staged_operands() -> None:
@@ -126,16 +132,23 @@ def test_unaligned_shape_is_served_by_staged_operands() -> None:
 
 
 def test_a_shape_no_candidate_serves_raises_with_the_reasons() -> None:
-    # TF32 wgmma reads K-major operands only, and an sm80 epilogue reads bias or residual, not both
-    t = Target(Arch.SM90, DType.F32, Precision.TF32, Layout.COL, Layout.ROW, (Step("bias"), Step("residual")),
+    # on sm80 an epilogue reads bias or residual, not both
+    t = Target(Arch.SM80, DType.F32, Precision.TF32, Layout.COL, Layout.ROW, (Step("bias"), Step("residual")),
                ProblemShape(512, 512, 512))
-    with pytest.raises(NoCandidateError, match="TF32 wgmma needs K-major operands"):
+    with pytest.raises(NoCandidateError, match="bias or residual, not both"):
         enumerate_space(t)
 
 
 def test_tf32_space_uses_tf32_tiles() -> None:
     space = enumerate_space(target(dtype=DType.F32))
     assert {s.math for s in space.kernels} <= {"tf32"}
+
+
+def test_tf32_in_any_layout_has_wgmma_candidates_reading_k_major_copies() -> None:
+    t = Target(Arch.SM90, DType.F32, Precision.TF32, Layout.COL, Layout.ROW, (Step("bias"), Step("residual")),
+               ProblemShape(512, 512, 512))
+    wgmma = [s for s in enumerate_space(t).kernels if s.family == "sm90_gemm"]
+    assert wgmma and all(s.copies_a and s.copies_b and s.name.startswith("sm90_gemm_tf32_nt_") for s in wgmma)
 
 
 def test_epilogue_kernels_carry_the_chain() -> None:

@@ -35,8 +35,8 @@ def test_unservable_shape_says_why(tmp_path: Path, capsys: pytest.CaptureFixture
     rec = tmp_path / "empty.jsonl"
     rec.write_text(json.dumps({"format": "fact-tuning-export", "schema": 1, "rows": 0}) + "\n")
     rc = main(["tune", "gemm", "--m", "512", "--n", "512", "--k", "512", "--dtype", "tf32", "--layout", "nt",
-               "--epilogue", "bias,residual", "--replay", str(rec), "--db", str(tmp_path / "db.sqlite")])
-    assert rc == 1 and "TF32 wgmma needs K-major operands" in capsys.readouterr().out
+               "--epilogue", "bias,residual", "--arch", "sm80", "--replay", str(rec), "--db", str(tmp_path / "db.sqlite")])
+    assert rc == 1 and "bias or residual, not both" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [["tune", "gemm", "--m", "8"], ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8",

@@ -51,8 +51,8 @@ def sm90_gemms() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("relu")), Mode.GEMM, PING),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_tanh"), s("residual")), Mode.GEMM, COOP),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_erf")), Mode.GEMM, WS),
-        GemmSpec(Arch.SM90, F32, TF32, ROW, COL, (), Mode.GEMM, TF32_TILES),
-        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.STREAMK, STREAMK),
+        GemmSpec(Arch.SM90, F32, TF32, ROW, ROW, (), Mode.GEMM, TF32_TILES),  # B copied to K-major
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.BATCHED, STREAMK),  # stream-K over the batch's tiles
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"),), Mode.STREAMK, STREAMK_WIDE),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, ROW, (), Mode.BATCHED, COOP128),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("silu")), Mode.GEMM, COOP128),

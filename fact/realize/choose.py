@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fact.core.enums import Arch, DType, Layout, Precision
+from fact.core.enums import Arch, DType, Precision
 from fact.patterns.types import Match
 from fact.realize.spec import (
     FmhaSpec,
@@ -64,7 +64,9 @@ SM80_TILES = {
 }
 SM90_TILES = {
     "gemm": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
-    "tf32": Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
+    # the tuner's TF32 winners on the H100 were 128x256x32 and 256x128x32 in cluster 1x2
+    # (results/tune/h100_2026-11-22/); 128x128x32 in no cluster ran 1.7x cuBLAS's time at 4096^3
+    "tf32": Sm90Tiles((128, 256, 32), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "streamk": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
 }
 
@@ -133,13 +135,12 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
         except SpecError:
             pass  # the sm80 exact path (3xTF32 on mma.sync) serves it
     if arch is Arch.SM90 and not exact_fp32:
-        tf32 = match.precision is Precision.TF32
-        if not tf32 or (la, lb) == (Layout.ROW, Layout.COL):  # TF32 wgmma needs TN; else sm80
-            if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
-                return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
-                                SM90_TILES["streamk"]).validate()
-            tiles = SM90_TILES["tf32" if tf32 else "gemm"]
-            return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
+        # TF32 wgmma reads K-major operands only: in another layout the binding copies them to it
+        if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
+            return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
+                            SM90_TILES["streamk"]).validate()
+        tiles = SM90_TILES["tf32" if match.precision is Precision.TF32 else "gemm"]
+        return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
     # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX. Unaligned problems too: the
     # binding stages their operands into aligned copies (spec.alignment)
     if match.dtype in (DType.BF16, DType.F16):

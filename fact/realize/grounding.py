@@ -1,8 +1,8 @@
 """What a KernelSpec is grounded on: its family for the knowledge base, and its coverage cells.
 
 The spec, not the match, decides the family: realize may serve a match with another
-architecture's kernels or another math path (exact fp32 or TF32 on sm90 with non-TN layouts runs
-the sm80 3xTF32 or TF32 kernel), and the exemplars must be those of the kernel that is built.
+architecture's kernels or another math path (exact fp32 on sm90 may run the sm80 3xTF32 kernel),
+and the exemplars must be those of the kernel that is built.
 """
 
 from __future__ import annotations

@@ -170,7 +170,9 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
         elif isinstance(spec.tiles, Sm90Tiles):
-            ctx = {**common, **_sm90_context(spec), "chain_text": _chain_text(spec.epilogue)}
+            # TF32 wgmma reads K-major operands only: that kernel is TN, the binding copies the others
+            read = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL) if spec.reads_k_major_only else spec
+            ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
             kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
         else:
             ctx = {**common, **_sm80_context(spec), "math": spec.math, "mode": spec.mode.value,

@@ -195,18 +195,25 @@ class GemmSpec:
         return f"{self.name}_{self.key[:8]}"
 
     @property
-    def copies_a(self) -> bool:
-        """Whether the binding copies A to row-major (K-major) before the kernel: the sm90 3xTF32
-        family reads K-major operands only (TF32 wgmma), and serves the other layouts this way
-        unless its operands are split before the mainloop (`presplit`: that pass reads any layout)."""
+    def reads_k_major_only(self) -> bool:
+        """Whether the kernel reads K-major operands only, whatever the spec's layouts: TF32 wgmma
+        reads no other, so the sm90 TF32 and 3xTF32 kernels are compiled TN and the binding copies
+        an operand in the other layout to K-major (its time counts the copy), unless the 3xTF32
+        operands are split before the mainloop (`presplit`: that pass reads any layout)."""
         t = self.tiles
-        return isinstance(t, Sm90SplitTiles) and not t.presplit and self.layout_a is Layout.COL
+        if isinstance(t, Sm90SplitTiles):
+            return not t.presplit
+        return isinstance(t, Sm90Tiles) and self.math == "tf32"
+
+    @property
+    def copies_a(self) -> bool:
+        """Whether the binding copies A to row-major (K-major) before the kernel (reads_k_major_only)."""
+        return self.reads_k_major_only and self.layout_a is Layout.COL
 
     @property
     def copies_b(self) -> bool:
-        """Whether the binding copies B to column-major (K-major) before the kernel (see copies_a)."""
-        t = self.tiles
-        return isinstance(t, Sm90SplitTiles) and not t.presplit and self.layout_b is Layout.ROW
+        """Whether the binding copies B to column-major (K-major) before the kernel (reads_k_major_only)."""
+        return self.reads_k_major_only and self.layout_b is Layout.ROW
 
     @property
     def alignment(self) -> tuple[int, int]:
@@ -289,15 +296,14 @@ class GemmSpec:
         assert isinstance(t, Sm90Tiles)
         if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
             raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler instead")
-        if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
-            raise SpecError("stream-K mode and the stream-K tile scheduler go together")
+        # a batched kernel may run on either scheduler: stream-K then also balances the last wave of
+        # the batch's tiles over the SMs
+        if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK) and self.mode is not Mode.BATCHED:
+            raise SpecError("stream-K mode and the stream-K tile scheduler go together (or batched on either)")
         if t.schedule is Schedule.COOPERATIVE and t.tile[0] < 128:
             raise SpecError("the cooperative schedule needs tile M >= 128 (two consumer warpgroups)")
         if t.schedule is Schedule.WARP_SPECIALIZED and t.scheduler is not Scheduler.PERSISTENT:
             raise SpecError("the basic warp-specialized kernel is not persistent: no stream-K")
-        if self.math == "tf32" and (self.layout_a is not Layout.ROW or self.layout_b is not Layout.COL):
-            raise SpecError("TF32 wgmma needs K-major operands (A row-major, B column-major: TN)")
-
 
     def _validate_sm90_split(self) -> None:
         t = self.tiles

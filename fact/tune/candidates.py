@@ -221,7 +221,7 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
     knobs = [Knobs(r.value, s, 1, reduction) for r in Raster for s in SM90_SWIZZLES]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
-        tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
+        tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1]) * problem.batch
         # more splits than fill the GPU twice over only add reduction work (132 SMs on an H100)
         splits = [1] + [s for s in SM90_SPLITS if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
         # the splits of a tile added in K order (deterministic), and by atomic adds (at once)
