@@ -1,6 +1,9 @@
 """GPU tests: build, verify and compare kernels of each family with PyTorch. Skipped without a GPU
 (the evidence from the H100 is in results/realize/SUMMARY.md, produced by scripts/gpu_realize.py)."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -19,9 +22,12 @@ SPECS = [s for s in representative() if CAPABILITY >= (9, 0) or s.family in ("sm
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
+    """The build cache: $FACT_GPU_TEST_CACHE where a run prebuilt the kernels in parallel
+    (`python -m tests.prebuild_gpu DIR`), else a fresh one."""
     from fact.build.cache import BuildCache
 
-    return BuildCache(tmp_path_factory.mktemp("builds"))
+    prebuilt = os.environ.get("FACT_GPU_TEST_CACHE")
+    return BuildCache(Path(prebuilt) if prebuilt else tmp_path_factory.mktemp("builds"))
 
 
 def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):

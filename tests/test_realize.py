@@ -64,6 +64,8 @@ def test_names_and_keys() -> None:
               tiles=Sm90Tiles(scheduler=Scheduler.PERSISTENT)), "go together"),
     (GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
               tiles=Sm80Tiles((128, 128, 32), (48, 64, 32))), "not a multiple"),
+    (GemmSpec(Arch.SM80, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), Mode.SPLITK_PARALLEL,
+              Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4, split_k=4)), "plain TF32"),
     (GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (Step("relu"),), Mode.SPLITK_PARALLEL,
               Sm80Tiles(split_k=4)), "no epilogue chain"),
     (GemmSpec(Arch.SM80, DType.F64, Precision.EXACT, Layout.ROW, Layout.COL), "not supported"),

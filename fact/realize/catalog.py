@@ -11,7 +11,7 @@ from fact.core.enums import Layout as L
 from fact.core.specs import ProblemShape
 from fact.knowledge.coverage import Cell
 from fact.patterns.types import AttentionShape, Match
-from fact.realize.choose import spec_for
+from fact.realize.choose import SM90_TILES, spec_for
 from fact.realize.grounding import cells_of_spec
 from fact.realize.spec import (
     FmhaSpec,
@@ -36,7 +36,6 @@ PING = Sm90Tiles((128, 128, 64), (1, 1), Schedule.PINGPONG, Scheduler.PERSISTENT
 WS = Sm90Tiles((64, 128, 64), (1, 2), Schedule.WARP_SPECIALIZED, Scheduler.PERSISTENT)
 STREAMK = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
 STREAMK_WIDE = Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
-TF32_TILES = Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
 T16 = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3)
 T16_SPLIT = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3, split_k=8)
 T3X = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4)
@@ -51,7 +50,8 @@ def sm90_gemms() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("relu")), Mode.GEMM, PING),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_tanh"), s("residual")), Mode.GEMM, COOP),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("gelu_erf")), Mode.GEMM, WS),
-        GemmSpec(Arch.SM90, F32, TF32, ROW, ROW, (), Mode.GEMM, TF32_TILES),  # B copied to K-major
+        GemmSpec(Arch.SM90, F32, TF32, ROW, ROW, (), Mode.GEMM, SM90_TILES["tf32"]),  # B copied to K-major
+        GemmSpec(Arch.SM90, F32, TF32, ROW, COL, (), Mode.STREAMK, SM90_TILES["tf32_streamk"]),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.BATCHED, STREAMK),  # stream-K over the batch's tiles
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"),), Mode.STREAMK, STREAMK_WIDE),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, ROW, (), Mode.BATCHED, COOP128),

@@ -68,6 +68,8 @@ SM90_TILES = {
     # (results/tune/h100_2026-11-22/); 128x128x32 in no cluster ran 1.7x cuBLAS's time at 4096^3
     "tf32": Sm90Tiles((128, 256, 32), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "streamk": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
+    # fp32 operands: 128x256x64 leaves one pipeline stage beside the epilogue (CUTLASS needs two)
+    "tf32_streamk": Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
 }
 
 
@@ -136,10 +138,11 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
             pass  # the sm80 exact path (3xTF32 on mma.sync) serves it
     if arch is Arch.SM90 and not exact_fp32:
         # TF32 wgmma reads K-major operands only: in another layout the binding copies them to it
+        tf32 = match.precision is Precision.TF32
         if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
             return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
-                            SM90_TILES["streamk"]).validate()
-        tiles = SM90_TILES["tf32" if match.precision is Precision.TF32 else "gemm"]
+                            SM90_TILES["tf32_streamk" if tf32 else "streamk"]).validate()
+        tiles = SM90_TILES["tf32" if tf32 else "gemm"]
         return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
     # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX. Unaligned problems too: the
     # binding stages their operands into aligned copies (spec.alignment)

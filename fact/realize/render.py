@@ -80,8 +80,6 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
     universal_mode = {Mode.GEMM: "kGemm", Mode.BATCHED: "kBatched", Mode.SPLITK_SERIAL: "kGemm",
                       Mode.STREAMK: "kGemm", Mode.SPLITK_PARALLEL: "kGemm"}[spec.mode]
     batch_count = {Mode.BATCHED: "g.batch", Mode.SPLITK_SERIAL: str(t.split_k)}.get(spec.mode, "1")
-    swizzle = ("cutlass::gemm::threadblock::ThreadblockSwizzleStreamK" if spec.mode is Mode.STREAMK
-               else f"cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<{t.swizzle}>")
     source_kind = kinds[source] if source is not None else None
     source_ptr, source_ld, source_batch = {
         "bias": ("g.bias", "0", "0"),  # ldc = 0 broadcasts the [n] vector over every row
@@ -105,24 +103,11 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
         "post_steps": list(post),
         "tb": t.threadblock, "warp": t.warp, "inst": t.instruction, "stages": t.stages,
         "split_k": t.split_k,
-        "op_class": "cutlass::arch::OpClassSimt" if math == "simt" else "cutlass::arch::OpClassTensorOp",
-        "math_operator": ("cutlass::arch::OpMultiplyAddFastF32" if math == "3xtf32"
-                          else "cutlass::arch::OpMultiplyAdd"),
-        "swizzle": swizzle,
+        "streamk": spec.mode is Mode.STREAMK,
+        "swizzle_width": t.swizzle,
         "universal_mode": universal_mode,
         "batch_count": batch_count,
     }
-
-
-def _stride(layout: Layout, operand: str) -> dict[str, str]:
-    """CuTe stride type and value for a 3.x operand with a leading dimension and a batch stride."""
-    ld, batch = f"g.ld{operand}", f"g.batch_{operand}"
-    k_major = (operand == "a" and layout is Layout.ROW) or (operand == "b" and layout is Layout.COL)
-    if operand in ("c", "d") or k_major:
-        return {"type": "cute::Stride<int64_t, cute::Int<1>, int64_t>",
-                "value": f"cute::make_stride(int64_t({ld}), cute::Int<1>{{}}, int64_t({batch}))"}
-    return {"type": "cute::Stride<cute::Int<1>, int64_t, int64_t>",
-            "value": f"cute::make_stride(cute::Int<1>{{}}, int64_t({ld}), int64_t({batch}))"}
 
 
 def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
@@ -146,8 +131,8 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
         "streamk": t.scheduler is Scheduler.STREAMK,
         "nodes": nodes,
         "uses_source": any(s.kind == "residual" for s in spec.epilogue),
-        "stride_a": _stride(spec.layout_a, "a"), "stride_b": _stride(spec.layout_b, "b"),
-        "stride_d": _stride(Layout.ROW, "d"), "stride_c": _stride(Layout.ROW, "c"),
+        # which operands the kernel reads K-major (A row-major, B column-major); C and D are row-major
+        "k_major_a": spec.layout_a is Layout.ROW, "k_major_b": spec.layout_b is Layout.COL,
         "batched": spec.mode is Mode.BATCHED,
     }
 

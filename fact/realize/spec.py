@@ -197,9 +197,12 @@ class GemmSpec:
     @property
     def reads_k_major_only(self) -> bool:
         """Whether the kernel reads K-major operands only, whatever the spec's layouts: TF32 wgmma
-        reads no other, so the sm90 TF32 and 3xTF32 kernels are compiled TN and the binding copies
-        an operand in the other layout to K-major (its time counts the copy), unless the 3xTF32
-        operands are split before the mainloop (`presplit`: that pass reads any layout)."""
+        reads no other from shared memory, so the sm90 TF32 and 3xTF32 kernels are compiled TN and
+        the binding copies an operand in the other layout to K-major (its time counts the copy),
+        unless the 3xTF32 operands are split before the mainloop (`presplit`: that pass reads any
+        layout). CUTLASS's collective builder also takes an MN-major B for TF32 by swapping A and B,
+        but that kernel (128x256x32, cluster 1x2, TT) gave a relative error of 0.93 on the H100
+        (results/realize/h100_2026-11-23_tf32_native/)."""
         t = self.tiles
         if isinstance(t, Sm90SplitTiles):
             return not t.presplit
@@ -277,6 +280,9 @@ class GemmSpec:
             raise SpecError("split-K modes need split_k >= 2")
         if self.mode is Mode.SPLITK_PARALLEL and self.epilogue:
             raise SpecError("parallel split-K reduces partials with a plain linear combination: no epilogue chain")
+        if self.mode is Mode.SPLITK_PARALLEL and self.math == "3xtf32":
+            raise SpecError("CUTLASS's parallel split-K GEMM takes no math operator: it would run plain TF32, not "
+                            "3xTF32; exact fp32 splits K serially or by stream-K")
         if self.math == "simt" and self.dtype is not DType.F32:
             raise SpecError("the SIMT path is for fp32")
         tb, w = t.threadblock, t.warp

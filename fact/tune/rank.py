@@ -9,7 +9,8 @@ shape and the device profile:
     persistent: time = ceil(tiles * splits / SMs) * (k_steps + PROLOGUE_STEPS) * step_time
     stream-K:   time = ceil(tiles * k_steps / SMs) * step_time * (1 + fixup)  + PROLOGUE_STEPS * step_time
     memory:     bytes(A, B, D [, residual]) / bandwidth
-    predicted  = max(compute, memory) + LAUNCH_US
+    copies:     2 * bytes(each operand the binding copies to K-major) / (COPY_SHARE * bandwidth)
+    predicted  = max(compute, memory) + copies + LAUNCH_US
 
 The epilogue costs tile_M * tile_N * (store + its steps' costs) / EPILOGUE_RATE per tile. A
 cooperative or basic warp-specialized kernel pays it after every tile's mainloop; ping-pong
@@ -42,6 +43,9 @@ from fact.tune.device import DeviceProfile
 PROLOGUE_STEPS = 2.0  # pipeline fill and epilogue, in K steps
 LAUNCH_US = 4.0
 STREAMK_FIXUP = 0.06
+# PyTorch's strided copy of an operand to K-major (GemmSpec.copies_a / copies_b) moved about a quarter
+# of the H100's bandwidth: 0.16 ms for a 4096x4096 fp32 transpose (results/bench/h100_2026-11-23/, runs 26-27)
+COPY_SHARE = 0.25
 SCHEDULE_FACTOR = {Schedule.COOPERATIVE: 1.0, Schedule.PINGPONG: 0.97, Schedule.WARP_SPECIALIZED: 0.85}
 CLUSTER_FACTOR = {1: 1.0, 2: 1.02, 4: 1.01}
 # Epilogue cost per output element, in units of EPILOGUE_RATE (one unit ~ a few issued
@@ -93,7 +97,9 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
     residual = any(s.kind == "residual" for s in spec.epilogue)
     moved = (problem.m * problem.k + problem.n * problem.k + problem.m * problem.n * (2 if residual else 1)) * elem
     memory = moved * problem.batch / (device.bandwidth_gbs * 1e9)
-    return (max(compute, memory) + LAUNCH_US * 1e-6) * 1e3
+    copied = (problem.m * problem.k if spec.copies_a else 0) + (problem.n * problem.k if spec.copies_b else 0)
+    copies = 2 * copied * elem * problem.batch / (COPY_SHARE * device.bandwidth_gbs * 1e9)
+    return (max(compute, memory) + copies + LAUNCH_US * 1e-6) * 1e3
 
 
 def analytic_rank(specs: Sequence[GemmSpec], problem: ProblemShape, device: DeviceProfile) -> list[GemmSpec]:

@@ -66,11 +66,13 @@ using EpilogueOp = cutlass::epilogue::thread::LinearCombinationGeneric<
 using ThreadblockShape = cutlass::gemm::GemmShape<128, 128, 32>;
 using WarpShape = cutlass::gemm::GemmShape<64, 64, 32>;
 using InstructionShape = cutlass::gemm::GemmShape<16, 8, 16>;
+using OpClass = cutlass::arch::OpClassTensorOp;
+using MathOperator = cutlass::arch::OpMultiplyAdd;
 using Gemm = cutlass::gemm::device::GemmUniversal<
     ElementAB, LayoutA, ElementAB, LayoutB, ElementC, LayoutC, float,
-    cutlass::arch::OpClassTensorOp, cutlass::arch::Sm80, ThreadblockShape, WarpShape, InstructionShape, EpilogueOp,
+    OpClass, cutlass::arch::Sm80, ThreadblockShape, WarpShape, InstructionShape, EpilogueOp,
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<1>,
-    3, kAlignAB, kAlignAB, cutlass::arch::OpMultiplyAdd>;
+    3, kAlignAB, kAlignAB, MathOperator>;
 
 Gemm::Arguments make_arguments(FactGemmArgs const& g) {
   return Gemm::Arguments(

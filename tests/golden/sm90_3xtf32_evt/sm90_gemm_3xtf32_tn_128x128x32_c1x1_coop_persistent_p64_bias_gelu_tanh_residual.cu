@@ -422,7 +422,6 @@ using CollectiveMainloop = FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 2>
 using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
     Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
-
 static_assert(std::is_same_v<typename GemmKernel::StrideA, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "A stride");
 static_assert(std::is_same_v<typename GemmKernel::StrideB, cute::Stride<int64_t, cute::Int<1>, int64_t>>, "B stride");
 

@@ -1,0 +1,31 @@
+"""Build every kernel test_gpu.py's family tests use, in parallel, into one build cache:
+
+    python -m tests.prebuild_gpu DIR [JOBS]
+    FACT_GPU_TEST_CACHE=DIR python -m pytest tests/test_gpu.py
+
+The tests then load them instead of building one after another."""
+
+import concurrent.futures as cf
+import sys
+from pathlib import Path
+
+from fact.build.cache import BuildCache
+from fact.realize import build_request, render
+from fact.realize.catalog import representative
+
+
+def main(root: str, jobs: int = 16) -> int:
+    cache = BuildCache(Path(root))
+    with cf.ThreadPoolExecutor(jobs) as pool:
+        futures = {pool.submit(cache.ensure, build_request(render(s))): s.name for s in representative()}
+        failed = 0
+        for future in cf.as_completed(futures):
+            error = future.exception()
+            failed += error is not None
+            print(f"{'FAILED' if error else 'built '} {futures[future]}{f': {str(error)[:2000]}' if error else ''}",
+                  flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], *(int(a) for a in sys.argv[2:3])))
