@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 
-_STAGES = ("capture", "patterns", "knowledge", "realize", "build", "verify", "compose")
+_STAGES = ("capture", "patterns", "knowledge", "realize", "compile", "verify", "compose")
 
 
 def __getattr__(name: str) -> Any:

@@ -162,12 +162,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from fact.knowledge.base import Mode
+    from fact.knowledge.base import RetrievalMode
     from fact.knowledge.evaluate import evaluate, load_queries
 
     kb = _open_kb(args)
     queries = load_queries(Path(args.queries)) if args.queries else load_queries()
-    modes: list[Mode] = ["dense", "lexical", "hybrid"] if args.mode == "all" else [args.mode]
+    modes: list[RetrievalMode] = ["dense", "lexical", "hybrid"] if args.mode == "all" else [args.mode]
     worst_foreign = 0
     rows: list[dict[str, Any]] = []
     cells = []

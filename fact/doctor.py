@@ -25,7 +25,7 @@ class Check:
 
 
 def check_nvcc() -> Check:
-    from fact.build.toolchain import find_nvcc
+    from fact.compile.toolchain import find_nvcc
     from fact.core.errors import ToolchainError
 
     try:
@@ -36,7 +36,7 @@ def check_nvcc() -> Check:
 
 
 def check_cutlass() -> Check:
-    from fact.build.toolchain import cutlass_source_root
+    from fact.compile.toolchain import cutlass_source_root
     from fact.core.errors import ToolchainError
 
     try:

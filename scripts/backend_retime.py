@@ -47,7 +47,7 @@ def main() -> int:
             inductor = torch.compile(model, mode="max-autotune-no-cudagraphs")
             inductor(*sets[0])
             inductor_ms = statistics.median(time_rotating_ms(inductor, sets, reps=30))
-    from fact.build.cache import toolchain_versions
+    from fact.compile.cache import toolchain_versions
     from fact.compose.backend import REPORTS, SYNTHESES
     from fact.compose.rewrite import Dispatch
 

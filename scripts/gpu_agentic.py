@@ -41,8 +41,8 @@ import fact
 from fact.agentic import LLMClient, corpus_exemplars, find_tasks, synthesize_task
 from fact.agentic.loop import compile_sources
 from fact.agentic.prompt import messages
-from fact.build.cache import toolchain_versions
 from fact.capture import capture
+from fact.compile.cache import toolchain_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "tests" / "fixtures" / "agentic"
@@ -99,7 +99,7 @@ def prebuild(work: Path, recs: dict[str, Any]) -> None:
     """Compile every rendered kernel (object check and library) at once; the loop then finds them cached."""
     from fact.agentic.skeleton import Sources
     from fact.agentic.verify import library_request
-    from fact.build.cache import BuildCache
+    from fact.compile.cache import BuildCache
 
     def one(rec: Any) -> None:
         folder = Path(rec.source_dir)

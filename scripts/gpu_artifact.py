@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import fact
-from fact.build.cache import toolchain_versions
+from fact.compile.cache import toolchain_versions
 
 FRESH = r"""
 import json, shutil, sys, time, torch, fact

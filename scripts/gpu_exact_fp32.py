@@ -207,7 +207,7 @@ def cases(quick: bool = False) -> list[Case]:
 def env_info() -> dict[str, Any]:
     import torch
 
-    from fact.build.cache import toolchain_versions
+    from fact.compile.cache import toolchain_versions
 
     return {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
@@ -223,7 +223,7 @@ def plan() -> dict[str, Any]:
 # --- build and standard verification ----------------------------------------------------------------
 
 def build_all(cache: Any, jobs: int) -> dict[str, dict[str, Any]]:
-    from fact.build.cache import module_name_for
+    from fact.compile.cache import module_name_for
     from fact.core.errors import BuildError
     from fact.realize import build_request, render
 
@@ -497,7 +497,7 @@ def main() -> int:
 
     import torch
 
-    from fact.build.cache import BuildCache
+    from fact.compile.cache import BuildCache
     from fact.realize import build, render
 
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fact.build.cache import BuildCache, module_name_for
+from fact.compile.cache import BuildCache, module_name_for
 from fact.core.errors import BuildError, FactError
 from fact.realize import build, render
 from fact.realize.catalog import representative
@@ -39,7 +39,7 @@ SEEDS = (0, 1, 2, 3, 4)
 def env_info() -> dict[str, Any]:
     import torch
 
-    from fact.build.cache import toolchain_versions
+    from fact.compile.cache import toolchain_versions
 
     return {"date": dt.date.today().isoformat(), "gpu": torch.cuda.get_device_name(0),
             "host": platform.node(), "versions": toolchain_versions(), "command": " ".join(sys.argv)}

@@ -364,7 +364,7 @@ def skipped(target: Target, tool: str, reason: str) -> dict[str, Any]:
 def build_all(targets: Sequence[Target], deadline: float, jobs: int) -> dict[str, dict[str, Any]]:
     """Build every target in parallel threads (each build is its own nvcc process); what cannot
     start before `deadline` is skipped, and no build runs past it."""
-    from fact.build.cache import BuildCache
+    from fact.compile.cache import BuildCache
     from fact.realize import arch_list, build_request, render
     from fact.verify.planted import planted_gemm
 
@@ -431,7 +431,7 @@ def run_planted(req: dict[str, Any]) -> dict[str, Any]:
     """Call a planted GEMM on an output allocated exactly (16 x 16 f16: 512 bytes, nothing after it)."""
     import torch
 
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
     from fact.realize.kernel import wrap
     from fact.verify.planted import planted_gemm
 
@@ -458,7 +458,7 @@ def child_main(payload: str) -> int:
         req = json.loads(payload)
         result = {"role": req["role"], "kernel": req["kernel"]}
         if req["role"] == "verify":
-            from fact.build.cache import load_library
+            from fact.compile.cache import load_library
             from fact.realize.kernel import wrap
             from fact.verify import verify
 
@@ -483,7 +483,7 @@ def child_main(payload: str) -> int:
 def env_info(argv: Sequence[str], sanitizer: str) -> dict[str, Any]:
     import torch
 
-    from fact.build.cache import toolchain_versions
+    from fact.compile.cache import toolchain_versions
 
     try:
         version = subprocess.run([sanitizer, "--version"], capture_output=True, text=True, timeout=60).stdout

@@ -214,7 +214,7 @@ def _two_process_spread(result: SweepResult, builder: object) -> dict[str, objec
 
 def _pack_winners(results: list[SweepResult], dest: Path) -> None:
     """The winners' built libraries (with their manifests and spec JSON), for a later re-timing."""
-    from fact.build.cache import default_root
+    from fact.compile.cache import default_root
     from fact.tune.db import spec_to_json
 
     names = {r.best[0].name: r.best[0] for r in results if r.best is not None}

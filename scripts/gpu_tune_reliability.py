@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from fact.build.cache import BuildCache
+from fact.compile.cache import BuildCache
 from fact.core.enums import DType
 from fact.core.errors import BuildError
 from fact.core.specs import ProblemShape

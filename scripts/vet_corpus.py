@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fact.build.toolchain import find_toolchain
+from fact.compile.toolchain import find_toolchain
 from fact.core.errors import BuildError
 from fact.knowledge.corpus import DEFAULT_CORPUS, CorpusEntry, load_corpus
 
@@ -136,7 +136,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="fact-vet-"))
     with cf.ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda e: vet_one(e, workdir, run, args.timeout), entries))
-    from fact.build.toolchain import BASE_FLAGS
+    from fact.compile.toolchain import BASE_FLAGS
 
     results = {
         "date": dt.date.today().isoformat(),

@@ -9,7 +9,7 @@ import concurrent.futures as cf
 import sys
 from pathlib import Path
 
-from fact.build.cache import BuildCache
+from fact.compile.cache import BuildCache
 from fact.realize import build_request, render
 from fact.realize.catalog import representative
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 import fact
-from fact.build.cache import BuildCache, BuildRequest, load_library
+from fact.compile.cache import BuildCache, BuildRequest, load_library
 from fact.compose import ArtifactError, Dispatch, Report, Synthesis, ops
 from fact.compose.artifact import ComposedKernel
 from fact.compose.rewrite import install
@@ -195,7 +195,7 @@ def test_another_build_of_the_same_op_is_refused_in_one_process(saved, tmp_path)
     with open(lib, "ab") as f:  # the same op, another binary (as another toolchain would build it)
         f.write(b"\0" * 16)
     manifest = json.loads((folder / "manifest.json").read_text())
-    from fact.build.cache import sha256_file
+    from fact.compile.cache import sha256_file
 
     manifest["kernels"][0]["sha256"] = sha256_file(lib)
     (folder / "manifest.json").write_text(json.dumps(manifest))

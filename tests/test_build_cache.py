@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from fact.build.cache import BuildCache, BuildRequest, request_key
+from fact.compile.cache import BuildCache, BuildRequest, request_key
 from fact.core.errors import BuildError
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -80,7 +80,7 @@ CONCURRENT = r"""
 import sys, json
 sys.path.insert(0, sys.argv[2])
 from tests.test_build_cache import tiny
-from fact.build.cache import BuildCache
+from fact.compile.cache import BuildCache
 b = BuildCache(sys.argv[1]).get(tiny(int(sys.argv[3])))
 print(json.dumps({"built_now": b.built_now, "value": b.module.value}))
 """

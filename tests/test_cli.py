@@ -275,3 +275,11 @@ def test_errors_are_one_line_with_usage_or_failure_status(tmp_path: Path, capsys
     assert "fact plan: error: RuntimeError: something unforeseen (run 'fact -v" in _one_line_error(capsys)
     assert main(["-v", "plan", f"{src}:M", "--input", "64,64"]) == 1
     assert "Traceback" in capsys.readouterr().err  # asked for with -v
+
+
+def test_python_dash_m_fact_runs_the_same_command_line():
+    """`python -m fact` is the `fact` command: its parser answers and its exit codes come through."""
+    ok = subprocess.run([sys.executable, "-m", "fact", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert ok.returncode == 0 and "synthesize" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "fact", "no-such-command"], capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

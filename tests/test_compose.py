@@ -722,3 +722,80 @@ def test_a_kernel_slower_than_its_original_ops_is_kept_out() -> None:
              item("untimed", None, 1.0), item("already_kept", 9.0, 1.0, status="kept")]
     [(it, reason)] = slower_than_original(items)
     assert it.match_id == "slower" and "5.600 ms against 5.456 ms" in reason
+
+
+class _AliasedInplace(nn.Module):
+    """`r += ...` writes into r, which h also names: fx's Proxy alone would compute a new tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        r = x * 2
+        h = r
+        r += self.fc(x)
+        return r + h
+
+
+def test_augmented_assignment_is_traced_in_place() -> None:
+    import operator
+
+    from fact.capture import capture
+
+    module, x = _AliasedInplace().eval(), torch.randn(8, 64)
+    gm = capture(module, [x], level="module").graph_module
+    assert operator.iadd in {n.target for n in gm.graph.nodes}
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x))
+
+
+def _end_to_end_on_cpu(module, gm, x):
+    from fact.compose.report import Report
+    from fact.compose.synthesize import Synthesis, _end_to_end
+
+    report = Report(module="m", arch="sm90", precision="exact", device="cpu", versions={}, verified=True)
+    synthesis = Synthesis(gm, report, plan=None)
+    _end_to_end(module, gm, [x], report, False, synthesis, device="cpu")
+    return synthesis, report
+
+
+def test_a_traced_graph_that_disagrees_with_the_module_is_not_handed_back() -> None:
+    """However it came about, a graph computing something other than the module never replaces it."""
+    from fact.capture import capture
+
+    module, x = nn.Sequential(nn.Linear(64, 64), nn.ReLU()).eval(), torch.randn(8, 64)
+    gm = capture(module, [x], level="module").graph_module
+    [relu] = [n for n in gm.graph.nodes if n.op == "call_module" and n.target == "1"]
+    relu.op, relu.target = "call_function", torch.tanh  # planted: the graph reads the module wrong
+    gm.recompile()
+    synthesis, report = _end_to_end_on_cpu(module, gm, x)
+    assert synthesis.module is module
+    assert any("traced graph disagreed" in note for note in report.notes)
+
+
+def test_a_module_writing_into_its_input_is_checked_on_inputs_of_its_own() -> None:
+    """Each side of the end-to-end check gets its own copy: one run's write is not the next one's input."""
+    from fact.capture import capture
+
+    class Bump(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(64, 64)
+
+        def forward(self, x):
+            x += 1.0
+            return self.fc(x)
+
+    module, x = Bump().eval(), torch.randn(8, 64)
+    gm = capture(module, [x.clone()], level="module").graph_module
+    synthesis, report = _end_to_end_on_cpu(module, gm, x)
+    assert synthesis.module is gm and not report.notes
+    # a graph 1 % off: on shared inputs the eager run would read the composed run's write and look as far off
+    [fc] = [n for n in gm.graph.nodes if n.op == "call_module"]
+    with gm.graph.inserting_after(fc):
+        off = gm.graph.call_function(torch.mul, (fc, 1.01))
+    fc.replace_all_uses_with(off, delete_user_cb=lambda user: user is not off)
+    gm.recompile()
+    synthesis, report = _end_to_end_on_cpu(module, gm, x)
+    assert synthesis.module is module

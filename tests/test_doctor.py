@@ -82,7 +82,7 @@ def test_cpu_torch_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_build_on_cpu_torch_needs_a_cuda_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from fact.build.cache import BuildCache, cuda_request
+    from fact.compile.cache import BuildCache, cuda_request
     from fact.core.enums import Arch, DType, Layout, Precision
     from fact.realize import build, render
     from fact.realize.catalog import T16

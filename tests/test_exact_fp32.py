@@ -302,7 +302,7 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     epilogue together (~1-2 min each on 2 cores). The EVT instance (bias, tanh-GELU, residual) with
     the split in shared memory, the plain one with A split in registers at tile K 16, and the batched
     one whose operands (in their other layouts) are split before the mainloop."""
-    from fact.build.toolchain import compile_check, find_toolchain
+    from fact.compile.toolchain import compile_check, find_toolchain
 
     spec = exact_sm90()[4] if variant == "presplit" else exact_sm90()[1]
     if variant == "a_in_registers":
@@ -324,7 +324,7 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("inputs", ["uniform", "wide"])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
     """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs."""
-    from fact.build.cache import BuildCache
+    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -24,7 +24,7 @@ SPECS = [s for s in representative() if CAPABILITY >= (9, 0) or s.family in ("sm
 def cache(tmp_path_factory):
     """The build cache: $FACT_GPU_TEST_CACHE where a run prebuilt the kernels in parallel
     (`python -m tests.prebuild_gpu DIR`), else a fresh one."""
-    from fact.build.cache import BuildCache
+    from fact.compile.cache import BuildCache
 
     prebuilt = os.environ.get("FACT_GPU_TEST_CACHE")
     return BuildCache(Path(prebuilt) if prebuilt else tmp_path_factory.mktemp("builds"))

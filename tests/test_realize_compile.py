@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fact.build.toolchain import compile_check, find_toolchain
+from fact.compile.toolchain import compile_check, find_toolchain
 from fact.core.enums import Arch
 from fact.core.errors import BuildError
 from fact.realize import render

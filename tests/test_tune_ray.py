@@ -69,7 +69,7 @@ def test_without_ray_the_executor_names_the_extra(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.slow
 @pytest.mark.nvcc
 def test_compile_tasks_build_sm80_renders_and_ship_their_bytes(cluster: object) -> None:
-    from fact.build.cache import Library
+    from fact.compile.cache import Library
     from fact.tune.runners.cluster import RayBuilder
     from tests.tune_ray_targets import ObjectBuilder
 
@@ -86,7 +86,7 @@ def test_compile_tasks_build_sm80_renders_and_ship_their_bytes(cluster: object) 
 
 @needs_ray
 def test_every_compile_task_failure_is_a_value(cluster: object) -> None:
-    from fact.build.cache import Library
+    from fact.compile.cache import Library
     from fact.tune.runners.cluster import RayBuilder
     from tests.tune_ray_targets import StandInBuilder
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fact.build.cache import Library
+from fact.compile.cache import Library
 from fact.core.specs import ProblemShape
 from fact.tune.measurement import Measurement, Status, failure
 from tests.tune_worker_targets import WorkerState, setup
@@ -26,7 +26,7 @@ __all__ = ["ObjectBuilder", "StandInBuilder", "WorkerState", "measure", "setup"]
 
 class _Objects:
     def build_one(self, spec):  # type: ignore[no-untyped-def]
-        from fact.build.toolchain import compile_check, find_toolchain
+        from fact.compile.toolchain import compile_check, find_toolchain
         from fact.core.errors import BuildError
         from fact.realize import render
 

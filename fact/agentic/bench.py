@@ -44,7 +44,7 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
     """Check one render on every case, then time it on the cases' operands (the module's own shape)."""
     import torch
 
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
 
     started = time.perf_counter()
     spec, p, knobs = req.spec, req.problem, req.knobs.to_json()

@@ -103,7 +103,7 @@ def compile_sources(sources: Sources, folder: Path, *, toolchain: Any = None, ar
     Returns:
         (ok, log, seconds).
     """
-    from fact.build.toolchain import compile_check, find_toolchain
+    from fact.compile.toolchain import compile_check, find_toolchain
 
     tc = toolchain or find_toolchain()
     kernel = sources.write(folder)

@@ -187,7 +187,7 @@ class SourcesBuilder:
 
     def build_one(self, spec: SynthesizedSpec) -> object:
         from fact.agentic.verify import library_request
-        from fact.build.cache import BuildCache
+        from fact.compile.cache import BuildCache
         from fact.core.errors import BuildError, ToolchainError
         from fact.core.specs import ProblemShape
 

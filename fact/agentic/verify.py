@@ -68,7 +68,7 @@ def run_in_worker(job: Any) -> dict[str, Any]:
     """Inside the worker: load the library, run each case, compare (job.spec is the cases file)."""
     import torch
 
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
 
     module = load_library(job.library, job.module)
     cases = torch.load(job.spec, weights_only=False)
@@ -88,8 +88,8 @@ def run_in_worker(job: Any) -> dict[str, Any]:
 
 def library_request(sources: Sources) -> Any:
     """The BuildRequest of a synthesized kernel's sources (sm90a, CUTLASS headers)."""
-    from fact.build.cache import cuda_request
-    from fact.build.toolchain import find_toolchain
+    from fact.compile.cache import cuda_request
+    from fact.compile.toolchain import find_toolchain
 
     tc = find_toolchain()
     return cuda_request(sources.name, sources.files, "9.0a", [str(p) for p in tc.includes])
@@ -106,7 +106,7 @@ def gpu_verifier(captured: Any, example_inputs: Sequence[Any], seeds: Sequence[i
         return None
 
     def verify(task: SynthesisTask, sources: Sources, folder: Path) -> VerifyOutcome:
-        from fact.build.cache import BuildCache
+        from fact.compile.cache import BuildCache
         from fact.core.errors import BuildError
         from fact.verify.worker import Job, run_job
 

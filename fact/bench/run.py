@@ -137,7 +137,7 @@ def header(command: str, options: Options) -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        from fact.build.cache import toolchain_versions
+        from fact.compile.cache import toolchain_versions
 
         versions.update({f"toolchain_{k}": v for k, v in toolchain_versions().items()})
     except Exception as exc:  # no nvcc or CUTLASS: say so, the timings stand
@@ -259,7 +259,7 @@ def _prebuild(rows: list[Row], cases: dict[str, Case], options: Options) -> cf.T
     """Start building every kernel the selected rows will ask for (each distinct one once), in
     parallel; synthesize later finds them in the build cache. Failures are left for synthesize to
     meet and report."""
-    from fact.build.cache import BuildCache, request_key
+    from fact.compile.cache import BuildCache, request_key
     from fact.discover import discover_captured
     from fact.realize import build_request, realizations
     from fact.tune.hook import default_db, tuned_realizations

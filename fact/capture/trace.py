@@ -316,9 +316,34 @@ def buffer_tracer() -> type:
         if cls is None:
             import torch
 
-            cls = type("BufferTracer", (torch.fx.Tracer,), {"proxy_buffer_attributes": True, "__module__": __name__})
+            cls = type("BufferTracer", (torch.fx.Tracer,), {"proxy_buffer_attributes": True, "__module__": __name__,
+                                                           "proxy": _inplace_proxy})
             globals()["BufferTracer"] = cls
         return cls
+
+
+# Augmented assignment on a torch.fx Proxy (`r += y`) falls back to `r = r + y`: the graph then computes
+# a new tensor where the module wrote into r, and any other name for r (an alias, a caller's input) keeps
+# the old value. These record the in-place operator itself, so the graph mutates what the module mutates.
+_INPLACE = ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+            "ilshift", "irshift")
+
+
+def _inplace_proxy(tracer: Any, node: Any) -> Any:
+    """torch.fx.Tracer.proxy, with a Proxy whose augmented assignments stay in place."""
+    cls = globals().get("InplaceProxy")
+    if cls is None:
+        import operator
+
+        import torch
+
+        def method(op: Any) -> Any:
+            return lambda self, other: self.tracer.create_proxy("call_function", op, (self, other), {})
+
+        cls = type("InplaceProxy", (torch.fx.Proxy,),
+                   {f"__{name}__": method(getattr(operator, name)) for name in _INPLACE} | {"__module__": __name__})
+        globals()["InplaceProxy"] = cls
+    return cls(node, tracer)
 
 
 def __getattr__(name: str) -> Any:

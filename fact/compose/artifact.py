@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fact.build.cache import sha256_file as sha256
+from fact.compile.cache import sha256_file as sha256
 from fact.core.errors import FactError
 
 if TYPE_CHECKING:
-    from fact.build.cache import Library
+    from fact.compile.cache import Library
     from fact.compose.synthesize import Synthesis
 
 FORMAT = 3  # 2: GEMM ops take the run-time knobs (raster, swizzle, splits) as arguments; 3: and reduction
@@ -250,7 +250,7 @@ def _foreign(manifest: dict[str, Any]) -> str | None:
 def _load_libraries(folder: Path, manifest: dict[str, Any]) -> dict[str, str]:
     """Load every library and adopt its op; the ops that could not be loaded, with the reason.
     A library whose checksum does not match ends the load (the artifact was changed)."""
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
     from fact.compose import ops
 
     refused = {}

@@ -64,7 +64,7 @@ def adopt(module: Any, kind: str, spec: KernelSpec | None = None, *, build: str 
     module already imported under the same name, so a caller loading another file says which."""
     import torch
 
-    from fact.build.cache import sha256_file
+    from fact.compile.cache import sha256_file
 
     name = module.op_name
     build = build or sha256_file(Path(module.__file__))

@@ -40,7 +40,7 @@ from fact.knowledge.store import ChromaStore, MemoryStore, Snapshot, matches
 from fact.knowledge.vocabulary import analyse
 
 log = logging.getLogger(__name__)
-Mode = Literal["hybrid", "dense", "lexical"]
+RetrievalMode = Literal["hybrid", "dense", "lexical"]
 DEFAULT_INDEX = REPO_ROOT / "index"
 # Reciprocal-rank-fusion constant. Cormack et al.'s 60 suits long rankings; ours are a few
 # dozen examples per architecture, where the first places should count for more.
@@ -328,7 +328,7 @@ class KnowledgeBase:
         k: int = 5,
         arch: Arch | str | None = None,
         where: dict[str, Any] | None = None,
-        mode: Mode = "hybrid",
+        mode: RetrievalMode = "hybrid",
     ) -> list[Hit]:
         """The k best examples for `text`, best first.
 

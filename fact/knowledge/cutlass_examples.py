@@ -182,7 +182,7 @@ def scan_examples(root: Path, cutlass_version: str) -> tuple[list[CorpusEntry], 
 
 def installed_examples() -> tuple[Path, str]:
     """The examples folder of the installed nvidia-cutlass wheel and its version."""
-    from fact.build.toolchain import cutlass_source_root
+    from fact.compile.toolchain import cutlass_source_root
 
     root, version = cutlass_source_root()
     return root / "examples", version

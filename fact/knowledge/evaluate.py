@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fact.core.errors import CorpusError
-from fact.knowledge.base import KnowledgeBase, Mode
+from fact.knowledge.base import KnowledgeBase, RetrievalMode
 from fact.knowledge.corpus import DEFAULT_CORPUS
 
 DEFAULT_QUERIES = DEFAULT_CORPUS / "labels" / "queries.toml"
@@ -52,7 +52,7 @@ def load_queries(path: Path = DEFAULT_QUERIES) -> list[LabelledQuery]:
     return queries
 
 
-def evaluate(kb: KnowledgeBase, queries: list[LabelledQuery], mode: Mode = "hybrid", k: int = 5) -> list[Scores]:
+def evaluate(kb: KnowledgeBase, queries: list[LabelledQuery], mode: RetrievalMode = "hybrid", k: int = 5) -> list[Scores]:
     """Scores per architecture plus an "all" row. Relevant ids absent from the index still count
     as misses, so a missing example lowers recall instead of vanishing from the denominator."""
     rows: dict[str, list[tuple[float, float, float, int]]] = defaultdict(list)

@@ -39,7 +39,7 @@ def vet_entry(entry: CorpusEntry, output: Path | None = None) -> Path:
     Raises:
         BuildError / ToolchainError: when it does not compile or nvcc is unusable.
     """
-    from fact.build.toolchain import compile_check, find_toolchain
+    from fact.compile.toolchain import compile_check, find_toolchain
 
     tc = find_toolchain()
     includes = (DEFAULT_CORPUS / "common", *(tc.cutlass_root / inc for inc in entry.meta.includes))
@@ -53,7 +53,7 @@ def compile_fingerprint(entry: CorpusEntry) -> str:
     import hashlib
     import importlib.metadata as md
 
-    from fact.build.toolchain import BASE_FLAGS, find_toolchain
+    from fact.compile.toolchain import BASE_FLAGS, find_toolchain
 
     h = hashlib.sha256()
     try:

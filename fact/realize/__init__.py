@@ -90,8 +90,8 @@ def arch_list(spec: KernelSpec) -> str:
 
 def build_request(rendered: Rendered, name: str | None = None) -> Any:
     """The BuildRequest of a rendered kernel: its sources, CUTLASS include dirs and target arch."""
-    from fact.build.cache import cuda_request
-    from fact.build.toolchain import find_toolchain
+    from fact.compile.cache import cuda_request
+    from fact.compile.toolchain import find_toolchain
 
     tc = find_toolchain()
     includes = [str(p) for p in tc.includes] + [str(tc.cutlass_root / inc) for inc in rendered.includes]
@@ -105,8 +105,8 @@ def build(rendered: Rendered, cache: Any = None) -> Any:
         ToolchainError: torch is a CPU-only build, or nvcc or the CUTLASS headers are missing.
         BuildError: with the compiler log and the command to reproduce it.
     """
-    from fact.build.cache import BuildCache
-    from fact.build.toolchain import require_cuda_torch
+    from fact.compile.cache import BuildCache
+    from fact.compile.toolchain import require_cuda_torch
     from fact.realize.kernel import wrap
 
     require_cuda_torch()

@@ -5,13 +5,14 @@ which the corpus must cover."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from fact.core.enums import Arch, DType, OpFamily, Precision
 from fact.core.enums import Layout as L
 from fact.core.specs import ProblemShape
 from fact.knowledge.coverage import Cell
 from fact.patterns.types import AttentionShape, Match
-from fact.realize.choose import SM90_TILES, spec_for
+from fact.realize.choose import SM80_TILES, SM90_TILES, spec_for
 from fact.realize.grounding import cells_of_spec
 from fact.realize.spec import (
     FmhaSpec,
@@ -22,7 +23,6 @@ from fact.realize.spec import (
     Scheduler,
     Sm80Tiles,
     Sm90SplitTiles,
-    Sm90Tiles,
     SpecError,
     Step,
 )
@@ -30,16 +30,15 @@ from fact.realize.spec import (
 BF16, F16, F32 = DType.BF16, DType.F16, DType.F32
 P16, PB16, EXACT, TF32 = Precision.FP16, Precision.BF16, Precision.EXACT, Precision.TF32
 ROW, COL = L.ROW, L.COL
-COOP = Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
-COOP128 = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
-PING = Sm90Tiles((128, 128, 64), (1, 1), Schedule.PINGPONG, Scheduler.PERSISTENT)
-WS = Sm90Tiles((64, 128, 64), (1, 2), Schedule.WARP_SPECIALIZED, Scheduler.PERSISTENT)
-STREAMK = Sm90Tiles((128, 128, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
-STREAMK_WIDE = Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK)
-T16 = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3)
-T16_SPLIT = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 3, split_k=8)
-T3X = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4)
-TTF32 = Sm80Tiles((128, 128, 16), (64, 64, 16), (16, 8, 8), 4)
+# The untuned defaults come from choose's tables; the variants beside them cover the other schedules,
+# schedulers and split modes, so that every option is compiled and verified somewhere.
+COOP, STREAMK_WIDE = SM90_TILES["gemm"], SM90_TILES["streamk"]
+COOP128 = replace(COOP, tile=(128, 128, 64), cluster=(1, 1))
+PING = replace(COOP128, schedule=Schedule.PINGPONG)
+WS = replace(COOP, tile=(64, 128, 64), cluster=(1, 2), schedule=Schedule.WARP_SPECIALIZED)
+STREAMK = replace(COOP128, scheduler=Scheduler.STREAMK)
+T16, T3X, TTF32 = SM80_TILES["tensorop"], SM80_TILES["3xtf32"], SM80_TILES["tf32"]
+T16_SPLIT = replace(T16, split_k=8)
 TSIMT = Sm80Tiles((128, 128, 8), (32, 64, 8), (1, 1, 1), 4)
 
 

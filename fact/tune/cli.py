@@ -137,7 +137,7 @@ def _machinery(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
             runner.close()
             raise
         return device, env, runner, builder
-    from fact.build.toolchain import require_cuda_torch
+    from fact.compile.toolchain import require_cuda_torch
 
     require_cuda_torch()
     import torch

@@ -60,7 +60,7 @@ def categorise(message: str) -> str:
 
 def verify_built(job: Job) -> Any:
     """Load the job's library and verify its kernel (runs inside the worker)."""
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
     from fact.realize.kernel import wrap
     from fact.verify.check import verify
 

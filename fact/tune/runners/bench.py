@@ -170,7 +170,7 @@ def time_samples(run: Any, sets: list[dict[str, Any]], samples: int, warmup: int
 
 
 def _load(state: WorkerState, req: BenchRequest) -> Any:
-    from fact.build.cache import load_library
+    from fact.compile.cache import load_library
 
     if req.library not in state.modules:
         state.modules[req.library] = load_library(req.library, req.module)

@@ -21,7 +21,7 @@ class LocalBuilder:
 
     def __init__(self, cache: object = None, *, parallel: int | None = None, jobs_per_build: int = 2,
                  timeout_s: float = 600.0) -> None:
-        from fact.build.cache import BuildCache
+        from fact.compile.cache import BuildCache
 
         cores = int(os.environ.get("MAX_JOBS", os.cpu_count() or 2))
         self.parallel = parallel or max(1, cores // jobs_per_build)

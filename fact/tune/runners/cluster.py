@@ -182,7 +182,7 @@ class BenchHost:
     written where the worker can load them. No CUDA context is ever made in this process."""
 
     def __init__(self, target: str = DEFAULT_TARGET, root: str | None = None) -> None:
-        from fact.build.cache import default_root
+        from fact.compile.cache import default_root
 
         self.worker = Worker(0, target)
         self.root = Path(root) if root else default_root().parent / "shipped"

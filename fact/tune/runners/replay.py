@@ -58,7 +58,7 @@ class NullBuilder:
     def build(self, specs: Sequence[GemmSpec]) -> dict[str, object]:
         from pathlib import Path
 
-        from fact.build.cache import Library
+        from fact.compile.cache import Library
 
         return {s.key: Library(s.key, Path(""), "") for s in specs}
 

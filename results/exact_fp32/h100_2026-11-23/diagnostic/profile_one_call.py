@@ -1,9 +1,12 @@
 """One 4096^3 call of a 3xTF32 kernel (by role of scripts/gpu_exact_fp32.py), for ncu."""
 import sys
+
 import torch
+
 sys.path.insert(0, "scripts")  # run from the repository root
 import gpu_exact_fp32 as g
-from fact.build.cache import BuildCache
+
+from fact.compile.cache import BuildCache
 from fact.realize import build, render
 
 spec = g.all_kernels()[sys.argv[1]]

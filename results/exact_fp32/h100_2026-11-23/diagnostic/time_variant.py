@@ -1,9 +1,13 @@
 """Median time of one 3xTF32 kernel role at 4096^3 (no verification: for diagnostic variants)."""
-import statistics, sys
+import statistics
+import sys
+
 import torch
+
 sys.path.insert(0, "scripts")  # run from the repository root
 import gpu_exact_fp32 as g
-from fact.build.cache import BuildCache
+
+from fact.compile.cache import BuildCache
 from fact.realize import build, render
 
 spec = g.all_kernels()[sys.argv[1]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from fact.build.cache import BuildCache
+from fact.compile.cache import BuildCache
 from fact.compose.timing import time_rotating_ms
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.realize import build, build_request, render

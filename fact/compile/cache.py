@@ -103,7 +103,7 @@ def toolchain_versions() -> dict[str, str]:
     except ImportError:
         versions["torch_cuda"] = "absent"
     try:
-        from fact.build.toolchain import find_toolchain
+        from fact.compile.toolchain import find_toolchain
 
         versions["nvcc"] = find_toolchain().nvcc_version
     except Exception:
@@ -215,7 +215,7 @@ class BuildCache:
             BuildError: the compile failed or timed out (with the log path and a command to rerun).
         """
         if req.with_cuda:
-            from fact.build.toolchain import require_cuda_torch
+            from fact.compile.toolchain import require_cuda_torch
 
             require_cuda_torch()
         start = time.perf_counter()
