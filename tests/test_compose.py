@@ -799,3 +799,94 @@ def test_a_module_writing_into_its_input_is_checked_on_inputs_of_its_own() -> No
     gm.recompile()
     synthesis, report = _end_to_end_on_cpu(module, gm, x)
     assert synthesis.module is module
+
+
+class _WriteAfterRead(nn.Module):
+    """The GEMM reads x, then x is written, then the epilogue runs: one call at the epilogue's place would
+    read the written x."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.fc, self.how, self.act = nn.Linear(256, 192), how, nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.how == "method":
+            x.mul_(2.0)
+        elif self.how == "setitem":
+            x[:, :8] = 0.0
+        elif self.how == "augmented":
+            x += 1.0
+        else:
+            self.act(x)
+        return torch.relu(h)
+
+
+@pytest.mark.parametrize("how", ["method", "setitem", "augmented", "inplace_module"])
+def test_a_write_between_a_gemm_and_its_epilogue_refuses_the_match(how: str) -> None:
+    module, x = _WriteAfterRead(how).eval(), torch.randn(128, 256)
+    plan, _ = discover_captured(module, [x], arch="sm90")
+    assert not plan.items
+    assert any("writes into a tensor" in r.reason for r in plan.rejections)
+
+
+
+def test_install_refuses_a_match_with_a_write_inside_whatever_plan_it_came_from() -> None:
+    from fact.patterns.effects import write_within
+
+    x = torch.randn(128, 256)
+    clean, clean_captured = discover_captured(nn.Sequential(nn.Linear(256, 192), nn.ReLU()).eval(), [x], arch="sm90")
+    [item] = clean.items
+    assert write_within(clean_captured.graph_module, item.match) is None
+    _, captured = discover_captured(_WriteAfterRead("method").eval(), [x], arch="sm90")
+    gm = captured.graph_module
+    fc = next(n for n in gm.graph.nodes if n.op == "call_module" and n.target == "fc")
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    match = dataclasses.replace(item.match, nodes=(fc.name, relu.name), output=relu.name, anchor=fc.name)
+    with pytest.raises(LookupError, match="writes into a tensor"):
+        install(gm, match, spec_for(item.match, "sm90"), lambda *a: None, "fact_0", device="cpu")
+
+
+def test_mutating_aten_overloads_count_as_writes() -> None:
+    from fact.patterns.effects import writes
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    added = graph.call_function(torch.ops.aten.add_.Tensor, (x, x))
+    pure = graph.call_function(torch.ops.aten.add.Tensor, (x, x))
+    copied = graph.call_function(torch.ops.aten.copy_.default, (x, pure))
+    gm = torch.fx.GraphModule(nn.Module(), graph)
+    assert [writes(gm, n) for n in (x, added, pure, copied)] == [False, True, False, True]
+
+
+def test_a_kernel_out_of_memory_runs_that_call_on_the_original_ops_and_stays() -> None:
+    """Memory that was short for one call (a staged copy, a workspace) says nothing about the next."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(96, 160), nn.Hardtanh(-0.125, 0.875)).to(BF16).eval()
+    x = torch.randn(48, 96, dtype=BF16)
+    plan, captured = discover_captured(module, [x], arch="sm90")
+    gm = captured.graph_module
+    short = [True]
+
+    def sometimes(*args):
+        if short.pop():
+            raise torch.OutOfMemoryError("planted: no memory for the staged copy")
+        return module(args[0])
+
+    [match] = [i.match for i in plan.items]
+    install(gm, match, spec_for(match, "sm90"), sometimes, "fact_0", device="cpu")
+    gm.recompile()
+    gm.eval()
+    [dispatch] = _dispatches(gm)
+    short.append(False)  # popped second: the first call is short of memory, the second is not
+    short.reverse()
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x))
+        assert dispatch.call is not None and dispatch.fallbacks == 1 and not dispatch.failure
+        class Wrapped(torch.Tensor):
+            pass
+
+        gm(x.as_subclass(Wrapped))  # a tensor subclass: the original ops
+        assert (dispatch.kernel_calls, dispatch.fallbacks) == (0, 2)
+        gm(x)
+    assert dispatch.kernel_calls == 1

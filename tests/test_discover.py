@@ -208,3 +208,27 @@ def test_the_estimate_charges_staged_operands_their_copies() -> None:
     assert any(n.startswith("unaligned") for n in m.notes)
     plain = dataclasses.replace(m, notes=())
     assert estimate(m, "sm90").tuned_s > estimate(plain, "sm90").tuned_s
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.fc, self.how = torch.nn.Linear(256, 192), how
+
+    def forward(self, x):
+        y = self.fc(x)
+        return y / 0.0 if self.how == "div" else y * 0.0
+
+
+def test_a_scale_by_zero_is_read_as_zero_and_a_division_by_zero_is_not_a_scale() -> None:
+    from fact.verify.check import apply_steps
+
+    x = torch.randn(128, 256)
+    divided = discover(_Scaled("div").eval(), [x], arch="sm90")  # y / 0 is inf: no scale carries it
+    assert all("scale" not in i.match.epilogue for i in divided.items)
+    zeroed = discover(_Scaled("mul").eval(), [x], arch="sm90")  # all zero: refused by the check, no crash
+    assert not zeroed.items and any("zero" in r.reason for r in zeroed.rejections)
+    from fact.realize.spec import Step
+
+    y = torch.randn(4, 4)
+    assert torch.equal(apply_steps(y, (Step("scale", 0.0),), None, None), torch.zeros(4, 4))

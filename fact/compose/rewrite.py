@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fact.patterns.effects import write_within
 from fact.patterns.types import Match
 from fact.realize.kernel import DEFAULT_KNOBS, KnobValues, default_knobs
 
@@ -90,6 +91,8 @@ class Dispatch(nn.Module):
                 return call_kernel(self.call, inputs, self.original)
             try:
                 out = call_kernel(self.call, inputs, self.original)
+            except torch.OutOfMemoryError:  # a staged copy or workspace did not fit this time: this call only
+                log.warning("fact: %s ran out of memory; this call runs the original ops", self.call.op)
             except RuntimeError as exc:  # the kernel refused the call (its own checks): the original ops, from now on
                 log.warning("fact: %s raised %s; %s runs its original ops from now on",
                             self.call.op, str(exc).splitlines()[0][:300], self.match_id)
@@ -175,7 +178,9 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
     grad = torch.is_grad_enabled()
     for op in call.operands:
         t = _tensor(op, inputs, original)
-        if not isinstance(t, torch.Tensor) or t.device.type != call.device or str(t.dtype).removeprefix("torch.") != op.dtype:
+        # a tensor subclass (a wrapper such as DTensor) has its own meaning for its data: the original ops
+        if type(t) not in (torch.Tensor, nn.Parameter) or t.device.type != call.device \
+                or str(t.dtype).removeprefix("torch.") != op.dtype:
             return False
         if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride:
             return False
@@ -412,7 +417,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
     """
     from fact.compose import ops
 
-    reason = escapes(gm, match)
+    reason = escapes(gm, match) or write_within(gm, match)
     if reason is not None:
         raise LookupError(reason)
     original, inputs = subgraph(gm, match)

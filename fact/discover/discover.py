@@ -168,24 +168,28 @@ def discover(
 
 
 def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any], module: Any = None) -> Plan:
-    """Keep the items whose reading agrees with the module's own float64 computation; the others
-    become rejections with the reason (their original ops stay). Learned (LLM-composed) kernels
-    have no reading to check: they are verified against the module's own subgraph itself."""
+    """Keep the items whose reading agrees with the module's own float64 computation and that can become
+    one call (no write inside their span: fact.patterns.effects); the others become rejections with the
+    reason (their original ops stay). Learned (LLM-composed) kernels have no reading to check: they are
+    verified against the module's own subgraph itself."""
     import dataclasses
 
+    from fact.patterns.effects import write_within
     from fact.patterns.types import Rejection
     from fact.verify.semantics import check_matches
 
-    read = [i for i in plan.items if i.match.realization != "llm"]
-    if not read:
-        return plan
     if hasattr(example_inputs, "shape"):
         example_inputs = [example_inputs]
-    verdicts = check_matches(captured, [i.match for i in read], example_inputs, module=module)
-    refused_ids = {i.match.id for i, v in zip(read, verdicts, strict=True) if not v.agrees}
-    kept = tuple(i for i in plan.items if i.match.id not in refused_ids)
-    refused = tuple(Rejection(i.match.anchor, i.match.pattern, v.reason or "refused", pattern=i.match.pattern)
-                    for i, v in zip(read, verdicts, strict=True) if not v.agrees)
+    reasons = {i.match.id: write_within(captured.graph_module, i.match) for i in plan.items}
+    read = [i for i in plan.items if i.match.realization != "llm" and reasons[i.match.id] is None]
+    if read:
+        verdicts = check_matches(captured, [i.match for i in read], example_inputs, module=module)
+        reasons |= {i.match.id: v.reason or "refused" for i, v in zip(read, verdicts, strict=True) if not v.agrees}
+    refused = tuple(Rejection(i.match.anchor, i.match.pattern, reasons[i.match.id], pattern=i.match.pattern)
+                    for i in plan.items if reasons[i.match.id] is not None)
+    if not refused:
+        return plan
+    kept = tuple(i for i in plan.items if reasons[i.match.id] is None)
     kept_ids = {i.match.id for i in kept}
     groups = tuple(g for g in plan.groups if all(member in kept_ids for member in g.members))
     return dataclasses.replace(plan, items=kept, rejections=plan.rejections + refused, groups=groups)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,7 +247,9 @@ def _classify_binary(op: Op, current: Any, out: TensorSpec) -> str | None:
         # only y / c is a scale: c / y is a reciprocal, and a rounding mode is not a scale
         first = op.node.args[0] if op.node.args else None
         plain = op.attrs.get("rounding_mode") is None
-        return "scale" if not others and len(op.scalars) == 1 and first is current and plain else None
+        # y / 0 is inf or nan, not the scale 1 / 0 a kernel could carry
+        finite = len(op.scalars) == 1 and op.scalars[0] != 0 and math.isfinite(1.0 / op.scalars[0])
+        return "scale" if not others and finite and first is current and plain else None
     if op.kind != "add" or len(others) != 1 or op.attrs.get("alpha", 1) != 1:  # torch.add(x, y, alpha=2)
         return None
     other = _spec(others[0])

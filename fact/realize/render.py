@@ -67,12 +67,12 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
     post_all = spec.epilogue[source + 1:] if source is not None else spec.epilogue
     alpha = 1.0
     for s in pre:
-        alpha *= float(s.a or 1.0)
+        alpha *= (1.0 if s.a is None else float(s.a))
     post = post_all
     if source is None:  # leading scales fold into alpha
         lead = 0
         while lead < len(post) and post[lead].kind == "scale":
-            alpha *= float(post[lead].a or 1.0)
+            alpha *= (1.0 if post[lead].a is None else float(post[lead].a))
             lead += 1
         post = post[lead:]
     math = spec.math

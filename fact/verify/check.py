@@ -116,7 +116,7 @@ def apply_steps(x: Any, steps: tuple[Step, ...], bias: Any, residual: Any) -> An
         elif s.kind == "residual":
             x = x + residual.double()
         elif s.kind == "scale":
-            x = x * float(s.a or 1.0)
+            x = x * (1.0 if s.a is None else float(s.a))
         elif s.kind == "relu":
             x = torch.relu(x)
         elif s.kind == "gelu_erf":

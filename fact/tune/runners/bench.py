@@ -114,7 +114,7 @@ def _eager_chain(y: Any, steps: tuple[Step, ...], bias: Any, residual: Any) -> A
         elif s.kind == "residual":
             y = y + residual
         elif s.kind == "scale":
-            y = y * float(s.a or 1.0)
+            y = y * (1.0 if s.a is None else float(s.a))
         elif s.kind == "leaky_relu":
             y = F.leaky_relu(y, float(s.a if s.a is not None else 0.01))
         elif s.kind == "clamp":

@@ -9,7 +9,8 @@
 #include "fact_abi.h"
 
 namespace {
-static char fact_error_message[512] = "";
+// per thread: two threads calling kernels of this library at once keep their own messages
+static thread_local char fact_error_message[512] = "";
 
 static int fact_fail(int code, char const* what, cutlass::Status status) {
   std::snprintf(fact_error_message, sizeof(fact_error_message), "%s: %s (cuda: %s)", what,

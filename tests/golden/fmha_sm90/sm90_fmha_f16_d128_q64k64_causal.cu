@@ -3,6 +3,7 @@
 // Hopper fused attention forward: the warp-specialized TMA + wgmma kernels of CUTLASS example 88
 // (included from the installed nvidia-cutlass package), causal.
 #include <cstdio>
+#include <limits>
 
 #include "cute/tensor.hpp"
 #include "collective/fmha_fusion.hpp"
@@ -12,7 +13,8 @@
 #include "fact_abi.h"
 
 namespace {
-static char fact_error_message[512] = "";
+// per thread: two threads calling kernels of this library at once keep their own messages
+static thread_local char fact_error_message[512] = "";
 
 static int fact_fail(int code, char const* what, cutlass::Status status) {
   std::snprintf(fact_error_message, sizeof(fact_error_message), "%s: %s (cuda: %s)", what,
@@ -67,6 +69,16 @@ int fact_attn_run(FactAttnArgs const& g, void* workspace, cudaStream_t stream) {
   if (g.seq_k % 128 != 0 || g.seq_q % 128 != 0) {
     std::snprintf(fact_error_message, sizeof(fact_error_message), "sequence lengths must be multiples of the tile");
     return 1;
+  }
+  // TMA reads each tensor by descriptors whose strides must be whole 16-byte units
+  int64_t const strides[] = {g.q_sb, g.q_sh, g.q_ss, g.k_sb, g.k_sh, g.k_ss, g.v_sb, g.v_sh, g.v_ss,
+                             g.o_sb, g.o_sh, g.o_ss};
+  for (int64_t stride : strides) {
+    if (stride % (16 / int64_t(sizeof(Element))) != 0 || stride > std::numeric_limits<int>::max()) {
+      std::snprintf(fact_error_message, sizeof(fact_error_message),
+                    "stride %lld is not a whole number of 16-byte units below 2^31", static_cast<long long>(stride));
+      return 1;
+    }
   }
   Attention op;
   auto args = make_arguments(g);

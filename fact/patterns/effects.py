@@ -1,0 +1,54 @@
+"""Writes inside a match's span. A match becomes one call placed where its last node was, so it reads its
+inputs there: a node between its first and last node that writes into a tensor (x.mul_(2), x[i] = 0,
+r += y, an nn.ReLU(inplace=True)) would be read by the kernel after it wrote, where the module read
+before. Such a match is refused; which tensor a write reaches is not traced, so every write counts."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from fact.patterns.types import Match
+
+_WRITING_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                                operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
+                                operator.ior, operator.ixor, operator.ilshift, operator.irshift})
+
+
+def _in_place_name(name: str) -> bool:
+    """torch's convention: `mul_`, `relu_`, `copy_` write into their first argument."""
+    return name.endswith("_") and not name.startswith("_")
+
+
+def writes(gm: Any, node: Any) -> bool:
+    """Whether `node` of `gm` may write into a tensor."""
+    if node.op == "call_method":
+        return _in_place_name(str(node.target)) or node.target in ("__setitem__", "__iadd__", "__imul__")
+    if node.op == "call_module":
+        return bool(getattr(gm.get_submodule(str(node.target)), "inplace", False))
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target in _WRITING_OPERATORS or node.kwargs.get("inplace") or node.kwargs.get("out") is not None:
+        return True
+    schema = getattr(target, "_schema", None)  # an ATen overload knows whether it mutates
+    if schema is not None:
+        return bool(schema.is_mutable)
+    return _in_place_name(getattr(target, "__name__", ""))
+
+
+def write_within(gm: Any, match: Match) -> str | None:
+    """Why `match` cannot become one call: a write between its first and last node; None if there is none."""
+    nodes = list(gm.graph.nodes)
+    names = set(match.nodes)
+    at = [i for i, n in enumerate(nodes) if n.name in names and n.op != "get_attr"]
+    if len(at) < 2:
+        return None
+    for n in nodes[at[0] + 1:at[-1]]:
+        if n.name not in names and writes(gm, n):
+            return (f"{n.name} writes into a tensor between {nodes[at[0]].name} and {nodes[at[-1]].name}: "
+                    f"one call in their place would read its inputs after that write")
+    return None
+
+
+__all__ = ["write_within", "writes"]
