@@ -890,3 +890,25 @@ def test_a_kernel_out_of_memory_runs_that_call_on_the_original_ops_and_stays() -
         assert (dispatch.kernel_calls, dispatch.fallbacks) == (0, 2)
         gm(x)
     assert dispatch.kernel_calls == 1
+
+
+def test_a_changed_module_setting_runs_the_original_ops() -> None:
+    """The kernel carries the slope it was read with: a slope set after synthesis is the original ops'."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(96, 160), nn.LeakyReLU(0.125)).to(BF16).eval()
+    x = torch.randn(48, 96, dtype=BF16)
+    plan, captured = discover_captured(module, [x], arch="sm90")
+    gm = captured.graph_module
+    [match] = [i.match for i in plan.items]
+    spec = spec_for(match, "sm90")
+    install(gm, match, spec, lambda a, b, bias, residual, *knobs: F.leaky_relu(a @ b + bias, 0.125),
+            "fact_0", device="cpu")
+    gm.recompile()
+    gm.eval()
+    [dispatch] = _dispatches(gm)
+    assert dispatch.call.settings == (("1", "negative_slope", 0.125),)
+    with torch.no_grad():
+        gm(x)
+        module[1].negative_slope = 0.5
+        torch.testing.assert_close(gm(x), module(x))
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)

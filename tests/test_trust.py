@@ -580,3 +580,22 @@ def test_a_misread_bound_the_module_rarely_reaches_is_refused() -> None:
     no_bound = dataclasses.replace(match, epilogue=("bias", "relu"), epilogue_args=((None, None), (None, None)))
     right, wrong = check_matches(captured, [match, no_bound], X)
     assert right.agrees and not wrong.agrees
+
+
+class _SiluAwayFromZero(torch.nn.Module):
+    """silu near zero, silu + a ramp past 1000.5: not silu."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = torch.nn.Linear(256, 192)
+
+    def forward(self, x):
+        y = self.l(x)
+        return y * torch.sigmoid(y) + torch.relu(y - 1000.5)
+
+
+def test_a_spelled_activation_that_departs_far_from_zero_is_not_read_as_it() -> None:
+    from fact.discover import discover
+
+    plan = discover(_SiluAwayFromZero().eval(), [torch.randn(128, 256)], arch="sm90")
+    assert all("silu" not in i.match.epilogue for i in plan.items)

@@ -61,6 +61,8 @@ class KernelCall:
     # the Dispatch's other inputs as captured: (index, ("tensor", (shape, dtype)) or ("value", a number
     # or a size)); a size read off another tensor (a mask sliced to its length) must not change either
     others: tuple[tuple[int, tuple[str, Any]], ...] = ()
+    # (module, attribute, value) of each setting of a called module the reading depends on (a slope)
+    settings: tuple[tuple[str, str, Any], ...] = ()
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -85,7 +87,7 @@ class Dispatch(nn.Module):
         # training (dropout inside a match was read as identity) and autocast (the original would
         # run in another dtype) keep the original ops
         if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
-                and _fits(self.call, inputs, self.original) and self._pins_hold(inputs)):
+                and _fits(self.call, inputs, self.original) and self._pins_hold(inputs) and self._settings_hold()):
             if torch.compiler.is_compiling():
                 self.kernel_calls += 1
                 return call_kernel(self.call, inputs, self.original)
@@ -102,6 +104,11 @@ class Dispatch(nn.Module):
                 return out
         self.fallbacks += 1
         return self.original(*inputs)
+
+    def _settings_hold(self) -> bool:
+        """Whether every module setting the kernel carries (a LeakyReLU's slope) still has its value."""
+        return all(getattr(self.original.get_submodule(name), attr, None) == value
+                   for name, attr, value in getattr(self.call, "settings", ()))
 
     def _pins_hold(self, inputs: tuple[Any, ...]) -> bool:
         """Whether every pinned input (a mask buffer) still holds the value the match was read by.
@@ -267,6 +274,14 @@ def breach(call: KernelCall, spec: Any) -> str | None:
     return None
 
 
+def _settings(gm: torch.fx.GraphModule, match: Match) -> tuple[tuple[str, str, Any], ...]:
+    """The settings of the modules the match calls that its reading depends on, with their values now."""
+    from fact.patterns.ops import read_settings
+
+    return tuple((str(n.target), attr, value) for n in _body(gm, match) if n.op == "call_module"
+                 for attr, value in read_settings(gm.get_submodule(str(n.target))))
+
+
 def subgraph(gm: torch.fx.GraphModule, match: Match) -> tuple[torch.fx.GraphModule, list[torch.fx.Node]]:
     """The match's nodes as a GraphModule of their own, and the outer nodes that feed it (its
     inputs, in order). Parameters and buffers read through get_attr stay in the enclosing graph and
@@ -430,7 +445,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
                       default_knobs(spec) if knobs is None or match.attention is not None else tuple(knobs),
                       _pins(gm, match, inputs, buffers or {}),
-                      _others(match, inputs))
+                      _others(match, inputs), settings=_settings(gm, match))
     broken = breach(call, spec)
     if broken is not None:
         raise LookupError(f"not composed: {broken}")

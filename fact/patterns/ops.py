@@ -144,6 +144,18 @@ def _dropout_active(node: Any) -> bool:
     return training is not False and p != 0
 
 
+# The settings of a called module that its reading depends on: the kernel carries their values, so a
+# composed module checks them on every call (fact.compose.rewrite.Dispatch) and runs the original ops
+# once one has changed.
+READ_SETTINGS = {"gelu": ("approximate",), "leaky_relu": ("negative_slope",), "hardtanh": ("min_val", "max_val"),
+                 "softmax": ("dim",)}
+
+
+def read_settings(mod: Any) -> tuple[tuple[str, Any], ...]:
+    """(attribute, value) of each setting of `mod` that fact's reading of it depends on."""
+    return tuple((name, getattr(mod, name)) for name in READ_SETTINGS.get(module_kind(mod) or "", ()))
+
+
 def module_kind(mod: Any) -> str | None:
     """The canonical name of an nn.Module fact reads at module level, or None for an opaque one."""
     global _FUNCS, _MODS

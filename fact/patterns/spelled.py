@@ -73,8 +73,9 @@ def spelled_activation(x: Any, root: Any) -> tuple[str, list[Any]] | None:
         return None
     region.sort(key=order.__getitem__)
     # the curved part of every activation, and far beyond it: a spelling that agrees only near zero
-    # (silu(x) + relu(x - 8)) is not that activation
-    far = torch.logspace(math.log10(5.0), 3.0, 16, dtype=torch.float64)
+    # (silu(x) + relu(x - 8)) is not that activation. Sampling is evidence, not proof: a spelling that
+    # departs only between samples or past 1e8 would still read as the activation.
+    far = torch.logspace(math.log10(5.0), 8.0, 64, dtype=torch.float64)
     sample = torch.cat([torch.linspace(-4.0, 4.0, 81, dtype=torch.float64), far, -far])
     refs = _references()
     for sink in reversed(region):
