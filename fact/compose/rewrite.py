@@ -185,13 +185,13 @@ def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> boo
     grad = torch.is_grad_enabled()
     for op in call.operands:
         t = _tensor(op, inputs, original)
-        # a tensor subclass (a wrapper such as DTensor) has its own meaning for its data: the original ops
-        if type(t) not in (torch.Tensor, nn.Parameter) or t.device.type != call.device \
-                or str(t.dtype).removeprefix("torch.") != op.dtype:
+        if not isinstance(t, torch.Tensor) or t.device.type != call.device or str(t.dtype).removeprefix("torch.") != op.dtype:
             return False
         if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride:
             return False
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling():  # tracing sees fake or functional tensors: no subclass test there
+            if type(t) not in (torch.Tensor, nn.Parameter):  # a wrapper subclass (DTensor) reads its data its own way
+                return False
             if t.data_ptr() % 16:  # compiled graphs cannot guard on pointers: the op realigns (ops.py)
                 return False
             if t.is_cuda and t.device.index != torch.cuda.current_device():  # kernels launch on the current one
