@@ -325,7 +325,7 @@ def buffer_tracer() -> type:
 # Augmented assignment on a torch.fx Proxy (`r += y`) falls back to `r = r + y`: the graph then computes
 # a new tensor where the module wrote into r, and any other name for r (an alias, a caller's input) keeps
 # the old value. These record the in-place operator itself, so the graph mutates what the module mutates.
-_INPLACE = ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
+INPLACE_OPERATORS = ("iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior", "ixor",
             "ilshift", "irshift")
 
 
@@ -341,7 +341,7 @@ def _inplace_proxy(tracer: Any, node: Any) -> Any:
             return lambda self, other: self.tracer.create_proxy("call_function", op, (self, other), {})
 
         cls = type("InplaceProxy", (torch.fx.Proxy,),
-                   {f"__{name}__": method(getattr(operator, name)) for name in _INPLACE} | {"__module__": __name__})
+                   {f"__{name}__": method(getattr(operator, name)) for name in INPLACE_OPERATORS} | {"__module__": __name__})
         globals()["InplaceProxy"] = cls
     return cls(node, tracer)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from fact.capture.trace import INPLACE_OPERATORS
 from fact.patterns.types import Match
 
-_WRITING_OPERATORS = frozenset({operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-                                operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand,
-                                operator.ior, operator.ixor, operator.ilshift, operator.irshift})
+# what capture records for `x += y` and its kin (fact.capture.trace), and item assignment
+_WRITING_OPERATORS = frozenset({operator.setitem, *(getattr(operator, name) for name in INPLACE_OPERATORS)})
+_WRITING_METHODS = frozenset({"__setitem__", *(f"__{name}__" for name in INPLACE_OPERATORS)})
 
 
 def _in_place_name(name: str) -> bool:
@@ -23,7 +24,7 @@ def _in_place_name(name: str) -> bool:
 def writes(gm: Any, node: Any) -> bool:
     """Whether `node` of `gm` may write into a tensor."""
     if node.op == "call_method":
-        return _in_place_name(str(node.target)) or node.target in ("__setitem__", "__iadd__", "__imul__")
+        return _in_place_name(str(node.target)) or node.target in _WRITING_METHODS
     if node.op == "call_module":
         return bool(getattr(gm.get_submodule(str(node.target)), "inplace", False))
     if node.op != "call_function":
