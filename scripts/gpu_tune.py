@@ -95,7 +95,8 @@ def main() -> int:
     ap.add_argument("--suite", default="", help="instead of the issue's targets: the GEMMs that the bench suite's "
                     "cases matching this regular expression realize, with their epilogues")
     ap.add_argument("--precision", default="bf16", help="with --suite: the suite precision (exact, tf32, bf16)")
-    ap.add_argument("--top-k", type=int, default=5, help="with --suite: kernels built per target (default 5)")
+    ap.add_argument("--top-k", type=int, help="kernels built per target (default: 5 with --suite; else 6 for "
+                    "bf16, 4 for TF32 and the epilogues)")
     ap.add_argument("--db", type=Path, help="the tuning database (default OUT/tuning.sqlite)")
     ap.add_argument("--runoff", type=int, default=5, help="rounds of each target's closing runoff (0: none)")
     args = ap.parse_args()
@@ -113,7 +114,10 @@ def main() -> int:
 
     device, env, runner, builder = _machinery(args.dry_run)
     db = TuningDB(args.db or args.out / "tuning.sqlite", env)
-    chosen = suite(args.suite, args.precision, args.top_k, args.dry_run) if args.suite else targets()
+    if args.suite:
+        chosen = suite(args.suite, args.precision, args.top_k or 5, args.dry_run)
+    else:
+        chosen = [(t, args.top_k or k) for t, k in targets()]
     if args.only:
         keep = {int(i) for i in args.only.split(",")}
         chosen = [t for i, t in enumerate(chosen) if i in keep]

@@ -198,3 +198,27 @@ def test_unaligned_operands_are_staged_into_aligned_copies(cache) -> None:
     ours = batched(a, w)
     assert ours.shape == (3, 1029, 333) and not ours.isnan().any()
     assert _rel_err(ours, ref) <= 2 * _rel_err(torch.matmul(a, w), ref) + 1e-3
+
+
+@pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 TF32 family")
+def test_sm90_tf32_operands_are_rounded_to_the_nearest_not_truncated(cache) -> None:
+    """wgmma drops an fp32 operand's low 13 bits; the sm90 TF32 kernels have TMA round them first. On
+    positive inputs, where truncation's bias toward zero adds up over K, the kernel's error must sit
+    with both operands rounded to the nearest TF32 (as cuBLAS does), well below both truncated."""
+    spec = next(s for s in SPECS if s.family == "sm90_gemm" and s.precision.value == "tf32" and s.mode.value == "gemm")
+    kernel = build(render(spec), cache)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.rand(512, 2048, device="cuda", generator=g)
+    w = torch.rand(384, 2048, device="cuda", generator=g)
+    b = w.T.contiguous() if spec.layout_b.value == "row" else w.T  # the layout the kernel was built for
+
+    def as_tf32(x, nearest):  # float64 values of x converted to TF32
+        bits = x.view(torch.int32) + (0x1000 if nearest else 0)
+        return (bits & ~0x1FFF).view(torch.float32).double()
+
+    ref = a.double() @ w.double().T
+    err = {"kernel": kernel(a, b), "rounded": as_tf32(a, True) @ as_tf32(w, True).T,
+           "truncated": as_tf32(a, False) @ as_tf32(w, False).T}
+    err = {k: float((v.double() - ref).norm() / ref.norm()) for k, v in err.items()}
+    assert err["truncated"] > 10 * err["rounded"], err  # the inputs tell the two apart
+    assert err["kernel"] < 3 * err["rounded"], err

@@ -105,6 +105,17 @@ def test_constants_reach_the_source() -> None:
     assert "x * 0.125f" in src and "{{0.5f}}" in src
 
 
+def test_sm90_tf32_operands_are_declared_fp32_so_tma_rounds_them() -> None:
+    """CUTLASS's sm90 mainloop gives TMA a TF32 descriptor (which rounds to the nearest) for float
+    operands, and copies tfloat32_t ones bit for bit (wgmma then truncates them): every sm90 TF32
+    kernel must declare float (results/tf32/h100_2026-11-24/)."""
+    tf32 = [s for s in representative() if s.family == "sm90_gemm" and s.precision is Precision.TF32]
+    assert tf32
+    for spec in tf32:
+        src = render(spec).sources[f"{spec.name}.cu"]
+        assert "using ElementAB = float;" in src and "tfloat32_t" not in src, spec.name
+
+
 @pytest.mark.parametrize("dtype, precision, fast", [(DType.BF16, Precision.BF16, True), (DType.F16, Precision.FP16, True),
                                                    (DType.F32, Precision.TF32, False)])
 def test_16_bit_outputs_take_fast_activation_forms_and_fp32_the_exact_ones(dtype, precision, fast) -> None:

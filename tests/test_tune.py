@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import pickle
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from fact.tune.rank import analytic_rank, predict_ms, rank
 from fact.tune.request import BenchRequest, Config, Knobs
 from fact.tune.runners.replay import NullBuilder, ReplayRunner
 from fact.tune.sweep import Budget, SimulatedClock, tune
+from fact.tune.view import result_rows
 from tests.tune_support import PLANTED_KINDS, FakeRunner, recorded, target, true_best
 
 ENV = Environment("NVIDIA H100 80GB HBM3", "sm90", "4.2.0.0", "13.0", "2.11.0")
@@ -667,3 +669,34 @@ def test_large_k_sweep_script_covers_the_stream_k_space_on_the_cpu(tmp_path: Pat
     assert all("streamk" in r["kernel"] and r["status"] == "ok" for r in doc["measurements"])
     reductions = {json.loads(r["knobs"]).get("reduction", 0) for r in doc["measurements"]}
     assert reductions == {0, 1}
+
+
+class ErrorReportingRunner(ReplayRunner):
+    """A replay whose measurements carry errors against float64: each kernel's from its recording, the
+    baseline's a fixed 2.5e-4 (as a worker measures them beside the times)."""
+
+    def run(self, requests: Sequence[BenchRequest]) -> list[Measurement]:
+        return [dataclasses.replace(m, error=2.5e-4 if r.baseline else 1e-4 + 1e-6 * (m.median_ms % 1))
+                if m.ok else m for r, m in zip(requests, super().run(requests), strict=True)]
+
+
+@pytest.mark.parametrize("rounds", [0, 3])
+def test_the_results_row_reports_the_winners_error_beside_the_baselines(rounds: int) -> None:
+    """With or without a runoff, the row of a sweep holds the winner's error and the baseline's, both
+    as measured on the same inputs; a database answer, which keeps no error, reports None rather than 0."""
+    t = target(dtype=DType.F32)
+    result = tune(t, runner=ErrorReportingRunner(recorded(t)), builder=NullBuilder(), strategy="topk",
+                  runoff_rounds=rounds)
+    [row] = result_rows([result])
+    assert result.best is not None
+    assert row["fact_err"] == pytest.approx(1e-4 + 1e-6 * (true_best_of(result) % 1))
+    assert row["cublas_err"] == pytest.approx(2.5e-4)
+    [plain] = result_rows([dataclasses.replace(result, baseline_err=math.nan, measurements=[
+        (s, dataclasses.replace(m, error=math.nan)) for s, m in result.measurements])])
+    assert plain["fact_err"] is None and plain["cublas_err"] is None
+
+
+def true_best_of(result) -> float:  # the winner's recorded time (its error derives from it)
+    best = result.best
+    rec = {(m.spec_key, m.knobs): m for m in recorded(result.target)}
+    return rec[(best[1].spec_key, best[1].knobs)].median_ms

@@ -119,7 +119,10 @@ def _sm90_context(spec: GemmSpec) -> dict[str, Any]:
         nodes.append({"step": step, "index": i + 1, "out": "ElementD" if last else "float"})
     return {
         "element": spec.dtype.cutlass,
-        "element_ab": "cutlass::tfloat32_t" if spec.math == "tf32" else spec.dtype.cutlass,
+        # fp32 operands declared as float: the mainloop's TMA then loads them as TF32, rounding each to
+        # the nearest (as cuBLAS does); declared as tfloat32_t they were copied bit for bit and the
+        # tensor cores dropped the low 13 bits (truncation, a bias toward zero in every product)
+        "element_ab": "float" if spec.math == "tf32" else spec.dtype.cutlass,
         "layout_a": spec.layout_a.cutlass,
         "layout_b": spec.layout_b.cutlass,
         # a presplit pass reads any alignment, its kernel reads the split parts 16-byte aligned

@@ -83,6 +83,9 @@ class Measurement:
     verified: bool = False
     seconds: float = 0.0  # wall time this measurement cost (build, verify and timing)
     cached: bool = False  # served from the tuning database (no GPU time spent)
+    # relative Frobenius error against float64 on the first input set, where this measurement checked
+    # it (the baseline's too, beside a kernel's); not kept in the database: nan for a cached row
+    error: float = math.nan
 
     @property
     def ok(self) -> bool:

@@ -96,6 +96,7 @@ class Progress:
     cached: int = 0
     best: Measurement | None = None
     baseline_ms: float = math.nan
+    baseline_err: float = math.nan  # the baseline's relative error against float64 (Measurement.error)
     elapsed: float = 0.0
     eta: float = math.nan
     last: str = ""
@@ -114,6 +115,7 @@ class SweepResult:
     baseline_ms: float
     elapsed: float
     seeded_from: str = ""
+    baseline_err: float = math.nan  # the baseline's relative error against float64, on the winner's inputs
 
     @property
     def best(self) -> tuple[GemmSpec, Measurement] | None:
@@ -269,6 +271,7 @@ def runoff(sweep: Sweep, rounds: int = RUNOFF_ROUNDS, finalists: int = RUNOFF_FI
                     next((m.reason for m in base if not m.ok), "a zero time"))
         return
     base_ms = statistics.median(m.median_ms for m in base)
+    sweep.progress.baseline_err = next((m.error for m in base if math.isfinite(m.error)), sweep.progress.baseline_err)
     each = (time.monotonic() - started) / len(chosen)
     for config, got in zip(chosen, times[1:], strict=True):
         result = _runoff_result(config, got, base, base_ms, each, sweep.target)
@@ -330,14 +333,14 @@ def _runoff_request(config: Config | None, libraries: dict[str, object], sweep: 
                         sweep.target.problem, reps=sweep.reps, timeout_s=sweep.timeout_s)
 
 
-def measure_baseline(runner: Runner, target: Target, space: Space) -> float:
-    """The reference library's time on the target (cuBLAS + eager epilogue), nan if unavailable."""
+def measure_baseline(runner: Runner, target: Target, space: Space) -> Measurement | None:
+    """The reference library's measurement on the target (cuBLAS + eager epilogue), None if unavailable."""
     request = BenchRequest("", "", Config(space.kernels[0]), target.problem, baseline=True)
     try:
         got = runner.run([request])
     except Exception:
-        return math.nan
-    return got[0].median_ms if got and got[0].ok else math.nan
+        return None
+    return got[0] if got and got[0].ok else None
 
 
 def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | None = None,
@@ -379,21 +382,24 @@ def tune(target: Target, *, runner: Runner, builder: Builder, db: TuningDB | Non
     progress = Progress(target, strategy, ranking, planned=_planned(strategy, space, opts, budget))
     budget.start()
     sweep = Sweep(target, space, runner, builder, db, budget, progress, on_progress, reps, timeout_s)
-    baseline = _baseline(db, runner, target, space)
-    progress.baseline_ms = baseline
+    progress.baseline_ms, progress.baseline_err = _baseline(db, runner, target, space)
     strategies.get(strategy)(space, sweep, opts)
     runoff(sweep, runoff_rounds)
     baseline = sweep.progress.baseline_ms  # the runoff's, where it ran: the winner's ratio is to it
     return SweepResult(target, strategy, ranking, list(sweep.results.values()), len(space.all_configs()),
-                       space.rejection_summary(), baseline, budget.elapsed, seeded_from)
+                       space.rejection_summary(), baseline, budget.elapsed, seeded_from,
+                       sweep.progress.baseline_err)
 
 
-def _baseline(db: TuningDB | None, runner: Runner, target: Target, space: Space) -> float:
+def _baseline(db: TuningDB | None, runner: Runner, target: Target, space: Space) -> tuple[float, float]:
+    """The baseline's (time, error): the database's time when it holds one (its error is not kept
+    there: nan until a runoff measures it again), else a measurement."""
     if db is not None:
         for _, m in db.measurements(target):
             if math.isfinite(m.baseline_ms):
-                return m.baseline_ms
-    return measure_baseline(runner, target, space)
+                return m.baseline_ms, math.nan
+    got = measure_baseline(runner, target, space)
+    return (got.median_ms, got.error) if got is not None else (math.nan, math.nan)
 
 
 def _knobs_of(m: Measurement) -> object:

@@ -55,14 +55,14 @@ def result_table(result: SweepResult, top: int = 10) -> Any:
     ok = sorted((m for _, m in result.measurements if m.ok), key=lambda m: m.median_ms)[:top]
     rows = [[i + 1, m.kernel, m.knobs.replace('"', ""), f"{m.median_ms:.4f}", f"{m.spread * 100:.1f}%",
              f"{m.tflops:.0f}", f"{m.speedup:.3f}" if math.isfinite(m.speedup) else "-",
-             "verified" if m.verified else "unverified"] for i, m in enumerate(ok)]
+             "verified" if m.verified else "unverified", _err(m.error)] for i, m in enumerate(ok)]
     if math.isfinite(result.baseline_ms):
         flops = result.target.problem.flops / (result.baseline_ms * 1e9)
         rows.append(["-", "cuBLAS (+ eager epilogue)", "", f"{result.baseline_ms:.4f}", "", f"{flops:.0f}", "1.000",
-                     ""])
+                     "", _err(result.baseline_err)])
     cols = [Column("#", justify="right"), Column("kernel", key=True), Column("knobs"), Column("ms", justify="right"),
             Column("IQR", justify="right"), Column("TFLOP/s", justify="right"), Column("vs cuBLAS", justify="right"),
-            Column("check")]
+            Column("check"), Column("error", justify="right")]
     failures = ", ".join(f"{k} {v}" for k, v in sorted(result.failures.items())) or "none"
     title = (f"{result.target.problem} {result.target.dtype.value}: {len(result.measurements)} configs measured "
              f"of {result.space_size}; failures: {failures}; {_fmt_s(result.elapsed)}")
@@ -103,8 +103,18 @@ def save_figure(result: SweepResult, path: Path | str) -> Path:
     return dest
 
 
+def _err(x: float) -> str:
+    """An error against float64 for a table cell ("-" where not measured)."""
+    return f"{x:.1e}" if math.isfinite(x) else "-"
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
 def result_rows(results: Sequence[SweepResult]) -> list[dict[str, Any]]:
-    """One JSON-ready row per sweep: shape, dtype, precision, epilogue, kernel, fact_ms, cublas_ms."""
+    """One JSON-ready row per sweep: shape, dtype, precision, epilogue, kernel, fact_ms, cublas_ms, and
+    the winner's and the baseline's errors against float64 (fact_err, cublas_err)."""
     rows = []
     for r in results:
         best = r.best
@@ -122,6 +132,8 @@ def result_rows(results: Sequence[SweepResult]) -> list[dict[str, Any]]:
             "space": r.space_size, "failures": r.failures, "rejected": r.rejected, "strategy": r.strategy,
             "ranking": r.ranking, "tune_seconds": round(r.elapsed, 1), "seeded_from": r.seeded_from,
             "flagged": len(r.flagged),
+            # relative Frobenius errors against float64 on the same inputs (None where not measured)
+            "fact_err": _finite(best[1].error) if best else None, "cublas_err": _finite(r.baseline_err),
         })
     return rows
 

@@ -191,8 +191,10 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
     if req.baseline:
         times = time_samples(lambda x: eager(spec, x, x["out"]), sets, req.reps, req.warmup, state.flush)
         med, spread = summarise(times)
+        x = sets[0]
+        err = _rel_error(eager(spec, x, torch.empty_like(x["out"])), _reference(state, spec, p, x))
         return Measurement("baseline", "cublas+eager", knobs, p, Status.OK, med, spread, len(times),
-                           verified=True, seconds=time.perf_counter() - started)
+                           verified=True, seconds=time.perf_counter() - started, error=err)
     try:
         module = _load(state, req)
     except Exception as exc:
@@ -205,8 +207,9 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
     def run(x: dict[str, Any]) -> Any:
         return kernel(x["a"], x["b"], x["bias"], x["residual"], x["out"])
 
+    err = math.nan
     if req.verify:
-        problem = _verify(state, req, kernel, sets)
+        problem, err = _verify(state, req, kernel, sets)
         if problem is not None:
             status = Status.WRONG if problem.startswith("wrong:") else categorise(problem)
             return failure(spec.key, spec.name, knobs, p, status, problem.removeprefix("wrong: "),
@@ -214,11 +217,12 @@ def measure(state: WorkerState, req: BenchRequest) -> Measurement:
     times = time_samples(run, sets, req.reps, req.warmup, state.flush)
     med, spread = summarise(times)
     return Measurement(spec.key, spec.name, knobs, p, Status.OK, med, spread, len(times), verified=req.verify,
-                       seconds=time.perf_counter() - started)
+                       seconds=time.perf_counter() - started, error=err)
 
 
-def _verify(state: WorkerState, req: BenchRequest, kernel: Any, sets: list[dict[str, Any]]) -> str | None:
-    """None if the config computes the right answer; else what was wrong ("wrong: ..." for numbers)."""
+def _verify(state: WorkerState, req: BenchRequest, kernel: Any, sets: list[dict[str, Any]]) -> tuple[str | None, float]:
+    """(None if the config computes the right answer, else what was wrong ("wrong: ..." for numbers);
+    its relative error against float64 on the first input set, nan when the small shapes failed first)."""
     import torch
 
     from fact.verify.check import default_gemm_cases, verify_gemm
@@ -229,7 +233,7 @@ def _verify(state: WorkerState, req: BenchRequest, kernel: Any, sets: list[dict[
         report = verify_gemm(kernel, spec, default_gemm_cases(spec), [0, 1])
         if not report.passed:
             bad = next(r for r in report.results if not r.passed)
-            return f"wrong: small-shape check {bad.case} seed {bad.seed}: {'; '.join(bad.problems)}"
+            return f"wrong: small-shape check {bad.case} seed {bad.seed}: {'; '.join(bad.problems)}", math.nan
         state.verified_libraries.add(req.library)
     x = sets[0]
     out = torch.full_like(x["out"], float("nan"))
@@ -237,7 +241,7 @@ def _verify(state: WorkerState, req: BenchRequest, kernel: Any, sets: list[dict[
     torch.cuda.synchronize()
     err = _rel_error(out, _reference(state, spec, req.problem, x))
     limit = tolerance(spec.precision)
-    return None if err <= limit else f"wrong: relative error {err:.3g} over tolerance {limit:g} at {req.problem}"
+    return (None if err <= limit else f"wrong: relative error {err:.3g} over tolerance {limit:g} at {req.problem}"), err
 
 
 __all__ = ["WorkerState", "eager", "measure", "setup", "time_samples"]

@@ -56,6 +56,7 @@ void run(torch::Tensor q, torch::Tensor k, torch::Tensor v, double scale, bool c
   check_cuda(k, "k");
   check_cuda(v, "v");
   check_cuda(out, "out");
+  c10::DeviceGuard guard(out.device());  // as in the GEMM's run
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, "q, k, v, out: [B, H, S, D]");
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1 && out.stride(3) == 1, "unit stride in D");
   TORCH_CHECK(k.sizes() == v.sizes() && q.size(3) == k.size(3) && out.sizes() == q.sizes(), "shape mismatch");

@@ -140,6 +140,9 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   check_cuda(a, "a");
   check_cuda(b, "b");
   check_cuda(out, "out");
+  // the kernel and the staging copies launch on the current device: make it out's (a direct call,
+  // not through the op, may come from a thread whose current device is another)
+  c10::DeviceGuard guard(out.device());
   TORCH_CHECK(a.dim() == b.dim() && a.dim() == out.dim() && a.dim() >= 2 && a.dim() <= 3, "a, b, out: rank 2 or 3");
   int64_t const r = a.dim();
   int64_t const m = a.size(r - 2), k = a.size(r - 1), n = b.size(r - 1);
