@@ -256,7 +256,7 @@ def _module_and_inputs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
     A `get_inputs()` runs on the meta device: only shapes and dtypes are read, nothing is allocated.
     """
-    from fact.capture import example_inputs_from_specs, inputs_from_factory
+    from fact.capture import example_inputs_from_specs, inputs_from_factory, trains
 
     if args.init:
         try:
@@ -284,7 +284,7 @@ def _module_and_inputs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         inputs = inputs_from_factory(fn)
     else:
         raise UsageError("give --input SHAPE:DTYPE (one per forward argument) or --inputs-fn NAME")
-    if getattr(module, "training", False):  # a fresh nn.Module trains; fact plans and composes inference
+    if trains(module):  # a fresh nn.Module trains; fact plans and composes inference
         module.eval()
     return _in_input_dtype(module, inputs), inputs
 

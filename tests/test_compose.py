@@ -288,6 +288,34 @@ def test_synthesize_says_when_a_training_module_would_never_run_its_kernels() ->
     assert TRAINING_NOTE not in inferred.report.notes
 
 
+def test_an_exported_programs_module_is_synthesized_and_keeps_its_shape_guard() -> None:
+    """torch.export's module refuses train() and eval(): its mode is in its ops. fact takes it as it
+    is (no training note, kernels in service), and the composed graph keeps export's input guard, so a
+    call with another batch size raises as the original does instead of running the specialised views."""
+    torch.manual_seed(0)
+    module = Mlp().to(BF16).eval()
+    x = torch.randn(32, 64, dtype=BF16)
+    exported = torch.export.export(module, (x,)).module()
+    with pytest.raises(NotImplementedError):
+        exported.eval()
+    synthesis = fact.synthesize(exported, [x], arch="sm90")
+    from fact.compose.synthesize import TRAINING_NOTE
+
+    assert TRAINING_NOTE not in synthesis.report.notes
+    assert [i.status for i in synthesis.report.items] == ["planned", "planned"]
+    gm, plan = composed(exported, [x])
+    assert len(_dispatches(gm)) == len(plan.items) == 2 and not gm.training
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x), rtol=2e-2, atol=2e-2)
+    assert [d.kernel_calls for d in _dispatches(gm)] == [1, 1]
+    other = torch.randn(16, 64, dtype=BF16)
+    with pytest.raises(AssertionError) as original:
+        exported(other)
+    with pytest.raises(AssertionError) as ours:
+        gm(other)
+    assert str(ours.value) == str(original.value)
+
+
 def test_an_unaligned_gemm_is_planned_and_the_report_says_its_operands_are_staged() -> None:
     """K = 1001 breaks 16-byte rows of bf16: the GEMM still gets a kernel (its binding stages the
     operands), and the report says so; without a GPU the module runs its original ops."""

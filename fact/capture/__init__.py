@@ -7,8 +7,10 @@ from fact.capture.trace import (
     capture,
     example_inputs_from_specs,
     inputs_from_factory,
+    mode_is_fixed,
     opaque_modules,
+    trains,
 )
 
 __all__ = ["CaptureError", "CapturedGraph", "capture", "example_inputs_from_specs", "inputs_from_factory",
-           "opaque_modules"]
+           "mode_is_fixed", "opaque_modules", "trains"]

@@ -169,6 +169,19 @@ def opaque_modules(gm: Any) -> list[tuple[str, str]]:
     return out
 
 
+def mode_is_fixed(module: Any) -> bool:
+    """Whether the module's train/eval mode was fixed when it was made: torch.export's module
+    (ExportedProgram.module()) refuses train() and eval(), and its ops say which mode it runs (an
+    active dropout is an ATen dropout with train=True, read as such)."""
+    return "train" in vars(module) or "eval" in vars(module)
+
+
+def trains(module: Any) -> bool:
+    """Whether calls of the module run in training mode: its `training` flag, unless its mode is fixed
+    (`mode_is_fixed`), whose flag says nothing."""
+    return bool(getattr(module, "training", False)) and not mode_is_fixed(module)
+
+
 def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: Level | None = None) -> CapturedGraph:
     """Trace a module (or take an fx.GraphModule) and annotate every node with its TensorSpec.
 
@@ -187,8 +200,8 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     if isinstance(example_inputs, torch.Tensor):  # one tensor is one input, not a sequence of its rows
         example_inputs = (example_inputs,)
     inputs = tuple(example_inputs)
-    was_training = getattr(module_or_graph, "training", False)
-    if isinstance(module_or_graph, torch.nn.Module):
+    was_training = trains(module_or_graph)
+    if was_training:
         module_or_graph.eval()
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "meta":

@@ -103,6 +103,7 @@ def synthesize(
     """
     import torch
 
+    from fact.capture import trains
     from fact.discover import discover_captured
     from fact.realize import realizations
 
@@ -120,7 +121,7 @@ def synthesize(
                                        registry=registry)
     gpu = torch.cuda.is_available()
     report = _report(plan, gpu)
-    if getattr(module, "training", False):
+    if trains(module):
         report.notes.append(TRAINING_NOTE)
     stage("realize: kernel specs and sources")
     templated = [i for i in plan.items if i.match.realization != "llm"]
