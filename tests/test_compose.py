@@ -342,7 +342,7 @@ def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:
     torch.manual_seed(0)
     module = Mlp().to(BF16).cuda().eval()
     x = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
-    synthesis = fact.synthesize(module, [x], benchmark=False)
+    synthesis = fact.synthesize(module, [x], benchmark=False, faster_only=False)  # tiny: the race is a coin toss
     assert [i.status for i in synthesis.report.items] == ["composed", "composed"]
     fresh = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
     with torch.no_grad():
@@ -363,6 +363,23 @@ def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-1] == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_an_exported_programs_module_is_composed_and_verified_on_the_gpu() -> None:
+    torch.manual_seed(0)
+    module = Mlp().to(BF16).cuda().eval()
+    x = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    exported = torch.export.export(module, (x,)).module()
+    synthesis = fact.synthesize(exported, [x], benchmark=False, faster_only=False)
+    assert [i.status for i in synthesis.report.items] == ["composed", "composed"], synthesis.report.to_markdown()
+    fresh = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    with torch.no_grad():
+        got = synthesis.module(fresh)
+        want = module.double()(fresh.double())
+    assert float((got.double() - want).norm() / want.norm()) < 2e-2
+    assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
 
 
 _LOAD_ON_GPU = """
@@ -786,6 +803,34 @@ def _end_to_end_on_cpu(module, gm, x):
     synthesis = Synthesis(gm, report, plan=None)
     _end_to_end(module, gm, [x], report, False, synthesis, device="cpu")
     return synthesis, report
+
+
+@pytest.mark.parametrize("faster_only", [True, False])
+def test_a_slower_kernel_is_kept_out_unless_every_verified_kernel_is_asked_for(monkeypatch, faster_only) -> None:
+    """The end-to-end step times each kernel against its original ops: with faster_only (the default)
+    a slower one goes back to the original ops with the reason; without, it stays composed and the
+    report still holds both times."""
+    import fact.compose.timing
+    from fact.compose.report import ItemReport, Report
+    from fact.compose.synthesize import Synthesis, _end_to_end
+
+    torch.manual_seed(0)
+    module = Mlp().eval()
+    x = torch.randn(32, 64)
+    gm, plan = composed(module, [x])
+    times = iter([1.0, 2.0] * len(plan.items))  # per item: its original ops, then its kernel, twice as slow
+    monkeypatch.setattr(fact.compose.timing, "time_ms", lambda fn, **kw: (fn(), next(times))[1])
+    report = Report(module="m", arch="sm90", precision="exact", device="cpu", versions={}, verified=True,
+                    items=[ItemReport(i.match.id, i.match.pattern, [], "composed") for i in plan.items])
+    synthesis = Synthesis(gm, report, plan=plan)
+    _end_to_end(module, gm, [x], report, False, synthesis, device="cpu", faster_only=faster_only)
+    assert [(it.original_ms, it.kernel_ms) for it in report.items] == [(1.0, 2.0)] * 2
+    if faster_only:
+        assert all(it.status == "kept" and "slower than the original ops" in it.reason for it in report.items)
+        assert all(d.call is None for d in synthesis.dispatches().values())
+    else:
+        assert all(it.status == "composed" for it in report.items)
+        assert all(d.call is not None for d in synthesis.dispatches().values())
 
 
 def test_a_traced_graph_that_disagrees_with_the_module_is_not_handed_back() -> None:

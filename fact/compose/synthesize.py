@@ -72,6 +72,7 @@ def synthesize(
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     on_stage: Stage | None = None,
     registry: Any = None,
+    faster_only: bool = True,
 ) -> Synthesis:
     """Synthesize `module` onto verified CUTLASS kernels.
 
@@ -88,7 +89,10 @@ def synthesize(
         cache: a fact.compile.cache.BuildCache (default: the user cache).
         compile_check: without a GPU, compile every rendered kernel with nvcc to check it.
         benchmark: time the whole module against the original (every composed kernel is timed against
-            its original ops either way, and kept out where it is slower).
+            its original ops either way).
+        faster_only: keep out a verified kernel that timed slower than its original ops on the
+            module's inputs (the report says so); False composes every verified kernel, which is what
+            a test of composition itself needs where a small shape makes the race a coin toss.
         seeds: random seeds of the verification (each at several shapes).
         on_stage: called with a short line as each stage starts (a progress display).
         registry: the PatternRegistry of verified and learned patterns (default: the user's). A
@@ -160,7 +164,7 @@ def synthesize(
         return Synthesis(module, report, plan)
     schedules = {match_id: k.astuple() for match_id, k in knobs.items()}
     return _on_gpu(module, example_inputs, plan, captured, real, schedules, report, cache, benchmark, tuple(seeds),
-                   stage, learned)
+                   stage, learned, faster_only)
 
 
 @dataclass
@@ -266,7 +270,8 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 
 def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict[str, Any],
             schedules: dict[str, KnobValues], report: Report, cache: Any, benchmark: bool,
-            seeds: tuple[int, ...], stage: Stage, learned: dict[str, _Learned] | None = None) -> Synthesis:
+            seeds: tuple[int, ...], stage: Stage, learned: dict[str, _Learned] | None = None,
+            faster_only: bool = True) -> Synthesis:
     from fact.compile.cache import BuildCache, load_library
     from fact.compose.rewrite import install, last_first
     from fact.realize import build_request
@@ -342,7 +347,8 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     gm.recompile()
     synthesis = Synthesis(gm, report, plan, composed)
     stage("check: the composed module against the original, end to end")
-    _end_to_end(module, gm, inputs, report, benchmark, synthesis, captured.buffer_positions)
+    _end_to_end(module, gm, inputs, report, benchmark, synthesis, captured.buffer_positions,
+                faster_only=faster_only)
     return synthesis
 
 
@@ -422,13 +428,15 @@ def _fresh(inputs: list[Any], device: str, dtype_of: Callable[[Any], Any] | None
 
 
 def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, benchmark: bool,
-                synthesis: Synthesis, buffers: frozenset[int] = frozenset(), device: str = "cuda") -> None:
+                synthesis: Synthesis, buffers: frozenset[int] = frozenset(), device: str = "cuda",
+                faster_only: bool = True) -> None:
     """Outputs of the composed module against the original's and a float64 run (on fresh inputs; the
     inputs at `buffers` keep their values: a causal mask stays one, so its kernel is checked too); a
     composed module worse than the original's own error by a wide margin is not used, and where the traced
     graph itself (every kernel off) disagrees, the synthesis hands back the original module. Then each item's
     kernel is timed against its original ops on the module's own inputs (a kernel slower than them is
-    kept out, with the reason), and, if `benchmark`, the whole module, original and composed."""
+    kept out, with the reason, if `faster_only`), and, if `benchmark`, the whole module, original and
+    composed."""
     import torch
 
     from fact.core.enums import Precision
@@ -490,7 +498,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             call = d.call
             it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
             it.kernel_ms = time_ms(lambda d=d, args=args, call=call: call_kernel(call, args, d.original))
-        for it, reason in slower_than_original(report.items):
+        for it, reason in slower_than_original(report.items) if faster_only else ():
             dispatches[it.match_id].call = None
             it.status, it.reason = "kept", reason
         in_use = {it.op.removeprefix("fact::") for it in report.items if it.status == "composed"}
