@@ -196,7 +196,7 @@ def test_a_causal_mask_is_judged_by_its_value_and_fill(compare, fill, causal) ->
 
 
 def test_the_minGPT_block_is_captured_at_module_level_with_its_causal_attention() -> None:
-    captured = capture(Block(), [torch.empty(2, 512, 768)])
+    captured = capture(Block().eval(), [torch.empty(2, 512, 768)])
     assert captured.level == "module"
     [attention] = [m for m in match_graph(captured).matches if m.attention is not None]
     assert attention.attention.mask == "causal" and attention.attention.scale == pytest.approx(96 ** -0.5)
@@ -599,3 +599,163 @@ def test_a_spelled_activation_that_departs_far_from_zero_is_not_read_as_it() -> 
 
     plan = discover(_SiluAwayFromZero().eval(), [torch.randn(128, 256)], arch="sm90")
     assert all("silu" not in i.match.epilogue for i in plan.items)
+
+
+# ---- the caller's module is left as it was found ---------------------------------------------------
+
+class _Counter(nn.Module):
+    """A step counter updated in place in forward: the graph carries that update."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.steps += 1
+        return F.relu(self.fc(x))
+
+
+class _Remembers(nn.Module):
+    """forward rebinds a plain attribute: state no traced graph carries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+        self.last = None
+
+    def forward(self, x):
+        y = F.relu(self.fc(x))
+        self.last = y
+        return y
+
+
+def test_tracing_leaves_no_proxy_in_the_module_and_keeps_in_place_state_updates() -> None:
+    import io
+
+    module, x = _Counter().eval(), torch.randn(128, 256)
+    plan = fact.discover(module, [x], arch="sm90")
+    assert [i.match.pattern for i in plan.items] == ["gemm_epilogue"]
+    assert type(module.steps) is torch.Tensor and int(module.steps) == 0  # neither a Proxy nor stepped
+    torch.save(module.state_dict(), io.BytesIO())
+    gm = capture(module, [x]).graph_module
+    gm(x)
+    assert int(module.steps) == 1  # the graph updates the counter in place, as forward does
+
+
+def test_a_forward_that_rebinds_an_attribute_is_refused_and_the_attribute_kept() -> None:
+    module, x = _Remembers().eval(), torch.randn(128, 256)
+    with pytest.raises(CaptureError, match=r"forward assigns self\.last"):
+        capture(module, [x])
+    assert module.last is None and set(vars(module)) == set(vars(_Remembers()))
+
+
+def test_capture_gives_every_submodule_its_own_mode_back() -> None:
+    """An eval model may keep a dropout on (MC dropout), a training one a frozen BatchNorm."""
+    mc = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Dropout(0.5)).eval()
+    mc[2].train()
+    fact.synthesize(mc, [torch.randn(128, 256)], arch="sm90")
+    assert [m.training for m in mc] == [False, False, True] and not mc.training
+    frozen = nn.Sequential(nn.Linear(256, 256), nn.BatchNorm1d(256)).train()
+    frozen[1].eval()
+    fact.discover(frozen, [torch.randn(128, 256)], arch="sm90")
+    assert frozen.training and frozen[0].training and not frozen[1].training
+    meta = nn.Sequential(nn.Linear(256, 256), nn.Dropout()).train()
+    with pytest.raises(CaptureError):
+        fact.discover(meta, [torch.empty(128, 256, device="meta")], arch="sm90")
+    assert meta.training and meta[1].training
+
+
+def test_a_dropout_read_as_the_identity_serves_only_in_eval_mode() -> None:
+    """A kernel reads an eval-mode Dropout as the identity; switched on afterwards (MC dropout at
+    inference), the dropout makes the call random: the original ops run."""
+    from fact.compose.rewrite import Dispatch
+
+    from .test_compose import composed
+
+    module = nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.5), nn.ReLU()).eval()
+    x = torch.randn(64, 256)
+    gm, _ = composed(module, [x])
+    [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
+    assert ("1", "training", False) in dispatch.call.settings
+    with torch.no_grad():
+        gm(x)
+        module[1].train()
+        y = gm(x)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
+    assert float((y == 0).float().mean()) > 0.6  # relu zeros half, the dropout half of the rest
+
+
+def test_the_float64_check_of_a_compiled_graph_never_writes_into_the_modules_buffers() -> None:
+    from fact.compose.backend import fact_backend
+
+    torch._dynamo.reset()
+    module = _Counter().eval()
+    with torch.no_grad():
+        torch.compile(module, backend=fact_backend)(torch.randn(128, 256))
+    assert int(module.steps) == 1  # the call itself, as eager; the check ran on a copy
+
+
+def test_an_empty_gemm_is_left_to_pytorch_with_the_reason() -> None:
+    plan = fact.discover(nn.Linear(256, 256).eval(), [torch.randn(0, 256)], arch="sm90")
+    assert not plan.items and any("empty operand" in r.reason for r in plan.rejections)
+
+
+def test_torch_compile_options_reach_synthesis() -> None:
+    from fact.compose.backend import REPORTS
+
+    torch._dynamo.reset()
+    before = len(REPORTS)
+    with torch.no_grad():
+        torch.compile(nn.Sequential(nn.Linear(256, 256), nn.GELU()).eval(), backend="fact",
+                      options={"arch": "sm80"})(torch.randn(64, 256))
+    [report] = REPORTS[before:]
+    assert report.arch == "sm80"
+
+
+class _Autocast(nn.Module):
+    """forward opens its own autocast region: fx records no such context, so the traced graph
+    computes in float32 where the module returns bfloat16."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return F.relu(self.fc(x))
+
+
+def test_a_graph_whose_outputs_differ_in_dtype_from_the_modules_is_not_handed_back() -> None:
+    from .test_compose import _end_to_end_on_cpu
+
+    module, x = _Autocast().eval(), torch.randn(64, 256)
+    gm = capture(module, [x]).graph_module
+    assert module(x).dtype == torch.bfloat16 and gm(x).dtype == torch.float32
+    synthesis, report = _end_to_end_on_cpu(module, gm, x)
+    assert synthesis.module is module and any("traced graph disagreed" in n for n in report.notes)
+
+
+def test_more_example_inputs_than_forward_takes_are_refused() -> None:
+    with pytest.raises(CaptureError, match="2 example inputs for a forward of 1 arguments"):
+        capture(nn.Linear(256, 256).eval(), [torch.randn(8, 256), torch.randn(3, 3)])
+
+
+def test_an_unknown_precision_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ValueError, match="precision must be"):
+        fact.discover(nn.Linear(256, 256).half().eval(), [torch.randn(8, 256).half()], arch="sm90", precision="bogus")
+
+
+def test_saving_a_synthesis_that_composed_nothing_says_so(tmp_path) -> None:
+    from fact.compose.artifact import ArtifactError
+
+    synthesis = fact.synthesize(nn.Sequential(nn.Linear(256, 256), nn.ReLU()).eval(), [torch.randn(8, 256)],
+                                arch="sm90")
+    with pytest.raises(ArtifactError, match="nothing was composed"):
+        synthesis.save(tmp_path / "a")
+
+
+def test_an_exported_program_passed_itself_is_told_to_pass_its_module() -> None:
+    module, x = nn.Linear(256, 256).eval(), torch.randn(8, 256)
+    with pytest.raises(CaptureError, match=r"pass the ExportedProgram's \.module\(\)"):
+        capture(torch.export.export(module, (x,)), [x])

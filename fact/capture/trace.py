@@ -111,6 +111,7 @@ def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     values: dict[Any, Any] = {}
+    fakes: dict[str, Any] = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n: Any) -> Any:
@@ -125,6 +126,16 @@ def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
                 ) from None
             values[n] = out
             return out
+
+        def fetch_attr(self, target: str) -> Any:
+            """A fake of each parameter and buffer, made once: an in-place update in the graph (a step
+            counter) must not reach the module's own tensors while shapes are propagated."""
+            value = super().fetch_attr(target)
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch._subclasses.FakeTensor):
+                if target not in fakes:
+                    fakes[target] = fake_mode.from_tensor(value)
+                return fakes[target]
+            return value
 
     recorder = Recorder(gm)
     recorder.extra_traceback = False  # the CaptureError already names the node
@@ -200,13 +211,17 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     if isinstance(example_inputs, torch.Tensor):  # one tensor is one input, not a sequence of its rows
         example_inputs = (example_inputs,)
     inputs = tuple(example_inputs)
-    was_training = trains(module_or_graph)
-    if was_training:
-        module_or_graph.eval()
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "meta":
             raise CaptureError("example inputs on the meta device carry no strides fact can use: "
                                "pass real tensors (torch.empty is enough), or use inputs_from_factory()")
+    was_training = trains(module_or_graph)
+    # traced in eval mode; afterwards every submodule gets its own flag back (an eval model may keep a
+    # dropout on, a training one a frozen BatchNorm), so each is read, and runs, in the mode it was in
+    modes = [(m, m.training) for m in module_or_graph.modules()] if isinstance(module_or_graph, torch.nn.Module) \
+        and not mode_is_fixed(module_or_graph) else []
+    if modes:
+        module_or_graph.eval()
     try:
         gm, lvl = _trace(module_or_graph, inputs, level, notes)
         try:
@@ -237,10 +252,14 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     except Exception as exc:
         raise CaptureError(f"the inputs do not fit the module: {type(exc).__name__}: {exc}") from exc
     finally:
-        if was_training:
-            module_or_graph.train()
+        for m, mode in modes:
+            m.training = mode
+    placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    if len(inputs) > placeholders and not isinstance(module_or_graph, torch.fx.GraphModule):
+        raise CaptureError(f"{len(inputs)} example inputs for a forward of {placeholders} arguments: the inputs do "
+                           "not fit the module")
     if lvl == "module" and isinstance(module_or_graph, torch.nn.Module):
-        gm.train(was_training)  # a new GraphModule starts in training mode: take the module's
+        gm.training = was_training  # its own flag only: its submodules are the caller's, in their own modes
     elif lvl == "aten":
         gm.training = False  # exported in eval mode (dropout gone); such a module has no train()
     specs = tuple(s for s in (_spec_of(x) for x in inputs) if s is not None)
@@ -271,10 +290,16 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
     if level in (None, "module"):
         try:
             return _symbolic_trace(module), "module"
+        except _Rebinds:
+            raise
         except Exception as exc:  # fx raises TraceError, TypeError, ... on dynamic control flow
             if level == "module":
                 raise CaptureError(f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}") from exc
             notes.append(f"symbolic_trace failed ({type(exc).__name__}: {str(exc).splitlines()[0]}); used torch.export")
+    if not isinstance(module, torch.nn.Module):
+        raise CaptureError(f"fact captures an nn.Module or a torch.fx.GraphModule, not {type(module).__name__}"
+                           + (": pass the ExportedProgram's .module()" if hasattr(module, "graph_signature") else ""))
+    saved = _state_of(module)  # non-strict export runs forward on the live module too
     try:
         with _quiet_fake_tensors():
             exported = torch.export.export(module, inputs, strict=False)
@@ -284,6 +309,11 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
             "Data-dependent control flow or shapes cannot be captured; split the module or mark the branch."
         ) from exc
+    finally:
+        rebound = _restore(saved, buffers_too=False)
+    if rebound:
+        raise CaptureError(f"forward assigns {', '.join(rebound)}: state the traced graph does not carry; keep "
+                           "that state out of forward, or keep it in a buffer updated in place")
     return exported.module(), "aten"
 
 
@@ -366,11 +396,24 @@ def __getattr__(name: str) -> Any:
 
 
 def _symbolic_trace(module: Any) -> Any:
-    """torch.fx.symbolic_trace with the BufferTracer."""
+    """torch.fx.symbolic_trace with the BufferTracer, leaving the module as it found it.
+
+    Tracing runs forward on the live module, so `self.steps += 1` or `self.cache = ...` binds a Proxy
+    to the module's attribute. Every attribute, buffer, parameter and submodule of every submodule is
+    put back afterwards. A forward that rebinds an attribute to a new value (not a tensor's in-place
+    update of itself) has state the graph does not carry (fx records no assignment): refused."""
     import torch
 
     tracer = buffer_tracer()()
-    graph = tracer.trace(module)
+    saved = _state_of(module) if isinstance(module, torch.nn.Module) else []
+    try:
+        graph = tracer.trace(module)
+    finally:
+        rebound = _restore(saved)
+    if rebound:
+        raise _Rebinds(f"forward assigns {', '.join(rebound)}: state the traced graph does not carry "
+                       "(fx records no attribute assignment, torch.export drops it); keep that state out of "
+                       "forward, or update it in place (`self.buf.copy_(...)`, `self.buf += ...`)")
     for node in graph.nodes:  # annotations written as strings (`from __future__ import annotations`)
         if isinstance(node.type, str):  # would make the GraphModule unpicklable
             node.type = None
@@ -379,6 +422,62 @@ def _symbolic_trace(module: Any) -> Any:
     if isinstance(module, torch.nn.Module):
         _keep_persistence(gm, module)
     return gm
+
+
+def _state_of(module: Any) -> list[tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """Each submodule with copies of its attribute dict and of its buffer, parameter and submodule dicts."""
+    return [(m, dict(vars(m)), dict(m._buffers), dict(m._parameters), dict(m._modules)) for m in module.modules()]
+
+
+def _restore(saved: list[tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]],
+             buffers_too: bool = True) -> list[str]:
+    """Put every submodule back as `_state_of` saw it; the names whose value tracing replaced by a value
+    other than an in-place operator's result on that same attribute (`self.x += 1` is in place), buffers
+    and parameters among them unless not `buffers_too` (torch.export carries their updates)."""
+    import operator
+
+    inplace = {getattr(operator, name) for name in INPLACE_OPERATORS}
+    rebound = []
+    for m, attrs, buffers, params, modules in saved:
+        tensors = [*m._buffers.items(), *m._parameters.items()] if buffers_too else []
+        for name, now in [*tensors, *vars(m).items()]:
+            before = buffers.get(name, params.get(name, attrs.get(name, _MISSING)))
+            if _same(now, before):
+                continue
+            node = getattr(now, "node", None)
+            in_place = node is not None and node.target in inplace and getattr(node.args[0], "op", "") == "get_attr"
+            if not in_place:
+                rebound.append(f"self.{name} ({type(m).__name__})")
+        for live, copy_ in ((m._buffers, buffers), (m._parameters, params), (m._modules, modules)):
+            live.clear()
+            live.update(copy_)
+        for name in [k for k in vars(m) if k not in attrs]:
+            delattr(m, name)
+        for name, value in attrs.items():
+            if vars(m).get(name, _MISSING) is not value:
+                object.__setattr__(m, name, value)
+    return sorted(set(rebound))
+
+
+_MISSING = object()
+
+
+class _Rebinds(CaptureError):
+    """forward rebinds an attribute of the module: final, torch.export would drop the assignment."""
+
+
+def _same(now: Any, before: Any) -> bool:
+    """The same object, or an equal plain value (torch.export hands some attributes back as copies)."""
+    import torch
+
+    if now is before:
+        return True
+    if isinstance(now, torch.Tensor) or isinstance(before, torch.Tensor) or hasattr(now, "node"):
+        return False
+    try:
+        return bool(now == before)
+    except Exception:
+        return False
 
 
 def _keep_persistence(gm: Any, module: Any) -> None:

@@ -80,6 +80,10 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
     """
     import torch
 
+    if not isinstance(synthesis.module, torch.fx.GraphModule):
+        raise ArtifactError("nothing was composed: this synthesis holds the original module (no GPU here, or the "
+                            "traced graph disagreed with it; its report says which), and an artifact holds a "
+                            "composed graph. Save the original module with torch.save")
     folder = Path(folder).absolute()
     if folder.is_symlink() or (folder.exists() and not (folder / "manifest.json").is_file()):
         raise ArtifactError(f"{folder} exists and is not a fact artifact: choose a new folder (an artifact "

@@ -32,6 +32,7 @@ def fact_backend(gm: Any, example_inputs: list[Any], **options: Any) -> Any:
 
     if not _computes_in_training_mode(gm):
         gm.eval()  # Dynamo hands over a module in training mode whatever the user's mode: the ops say which
+    options = {**(options.pop("options", None) or {}), **options}  # torch.compile(options={...}) arrives as one
     try:
         synthesis = synthesize(gm, list(example_inputs), benchmark=False, **options)
     except FactError as exc:  # a graph fact cannot read runs as Dynamo captured it

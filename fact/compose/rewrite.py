@@ -451,6 +451,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         raise LookupError(f"not composed: {broken}")
     ops.register(spec, kernel, device_types=device)
     dispatch = Dispatch(original, call, match.id)
-    dispatch.train(gm.training)
+    # flags only: the modules the original subgraph calls are the caller's, each in its own mode
+    dispatch.training = dispatch.original.training = gm.training
     replace(gm, match, dispatch, inputs, name)
     return call

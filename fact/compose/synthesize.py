@@ -456,7 +456,11 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
         got = composed(*own(x))
         eager = module(*own(x))
     del reference
-    err_c, err_e = _rel(got, want), _rel(eager, want)
+
+    def error(out: Any) -> float:  # against float64; a different dtype or shape than eager's is no answer
+        return _rel(out, want) if _alike(out, eager) else float("inf")
+
+    err_c, err_e = error(got), _rel(eager, want)
     precisions = [Precision(p) for p in report.precision.split("/") if p in {q.value for q in Precision}]
     tol = max((tolerance(p) for p in precisions), default=1e-5)
     report.end_to_end = {"composed_err": f"{err_c:.3g}", "original_err": f"{err_e:.3g}", "tolerance": tol}
@@ -468,7 +472,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
         for it in composed_items:
             it.status, it.reason = "kept", f"end-to-end check failed (error {err_c:.3g} vs original's {err_e:.3g})"
         with torch.no_grad():
-            err_t = _rel(composed(*own(x)), want) if composed_items else err_c  # every kernel off
+            err_t = error(composed(*own(x))) if composed_items else err_c  # every kernel off
         if end_to_end_ok(err_t, err_e, tol):
             report.notes.append("the composed module disagreed with the original end to end: every kernel is disabled")
         else:  # the traced graph itself computes something else: nothing of it is handed back
@@ -519,6 +523,18 @@ def slower_than_original(items: Sequence[ItemReport]) -> list[tuple[ItemReport, 
                  f"{it.original_ms:.3f} ms)")
             for it in items
             if it.status == "composed" and it.kernel_ms and it.original_ms and it.kernel_ms > it.original_ms]
+
+
+def _alike(got: Any, eager: Any) -> bool:
+    """Whether the outputs have the original's structure, dtypes and shapes (a graph traced without
+    the autocast region its forward opens computes in another dtype)."""
+    import torch
+
+    if isinstance(eager, (tuple, list)):
+        return isinstance(got, (tuple, list)) and len(got) == len(eager) and all(map(_alike, got, eager))
+    if isinstance(eager, torch.Tensor):
+        return isinstance(got, torch.Tensor) and got.dtype == eager.dtype and got.shape == eager.shape
+    return True
 
 
 def _rel(got: Any, want: Any) -> float:

@@ -80,6 +80,8 @@ def discover_captured(
             notes.append(note)
     if arch not in ("sm80", "sm90"):
         raise ValueError(f"arch must be 'sm80' or 'sm90', got {arch!r}")
+    if precision not in ("auto", "exact", "tf32"):  # the fp32 policy; 16-bit modules keep their own
+        raise ValueError(f"precision must be 'auto', 'exact' or 'tf32', got {precision!r}")
     captured = capture(module, example_inputs, level=level)  # type: ignore[arg-type]
     notes.extend(captured.trace_notes)
     result = match_graph(captured, arch=arch, precision=precision)

@@ -112,6 +112,8 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
     if len(dtypes) > 1:
         return (f"operands of different dtypes ({', '.join(sorted(dtypes))}): PyTorch itself rejects this "
                 "GEMM; give inputs of the module's dtype")
+    if any(s is not None and s.numel == 0 for s in (out, *specs)):
+        return "an empty operand or output (a zero extent): nothing for a kernel to compute, it stays in PyTorch"
     kind = op.kind
     known = set(_KEYWORD_OPERANDS.get(kind, ()))
     if any(hasattr(v, "op") for name, v in op.node.kwargs.items() if name not in known):

@@ -148,12 +148,17 @@ def _dropout_active(node: Any) -> bool:
 # composed module checks them on every call (fact.compose.rewrite.Dispatch) and runs the original ops
 # once one has changed.
 READ_SETTINGS = {"gelu": ("approximate",), "leaky_relu": ("negative_slope",), "hardtanh": ("min_val", "max_val"),
-                 "softmax": ("dim",)}
+                 "softmax": ("dim",), "dropout": ("training",)}
+# The value a setting must hold for the reading to: its value when read, except a Dropout's mode. A
+# Dropout is read as the identity, which it is only in eval mode: a kernel reading it so serves only
+# while it is in eval mode (an eval model that keeps a dropout on, MC dropout, runs the original ops).
+_REQUIRED = {("dropout", "training"): False}
 
 
 def read_settings(mod: Any) -> tuple[tuple[str, Any], ...]:
     """(attribute, value) of each setting of `mod` that fact's reading of it depends on."""
-    return tuple((name, getattr(mod, name)) for name in READ_SETTINGS.get(module_kind(mod) or "", ()))
+    kind = module_kind(mod) or ""
+    return tuple((name, _REQUIRED.get((kind, name), getattr(mod, name))) for name in READ_SETTINGS.get(kind, ()))
 
 
 def module_kind(mod: Any) -> str | None:

@@ -404,7 +404,8 @@ def _keep_buffers(captured: Any, example_inputs: Sequence[Any], drawn: list[Any]
     for i in captured.buffer_positions:
         x = example_inputs[i] if i < len(example_inputs) else None
         if isinstance(x, torch.Tensor):
-            out[i] = x.to(device, torch.float64 if x.is_floating_point() else x.dtype)
+            # a copy always: the re-run may write into it (a step counter), never into the module's own
+            out[i] = x.to(device, torch.float64 if x.is_floating_point() else x.dtype, copy=True)
     return out
 
 
