@@ -312,8 +312,7 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
     finally:
         rebound = _restore(saved, buffers_too=False)
     if rebound:
-        raise CaptureError(f"forward assigns {', '.join(rebound)}: state the traced graph does not carry; keep "
-                           "that state out of forward, or keep it in a buffer updated in place")
+        raise _Rebinds.of(rebound)
     return exported.module(), "aten"
 
 
@@ -411,9 +410,7 @@ def _symbolic_trace(module: Any) -> Any:
     finally:
         rebound = _restore(saved)
     if rebound:
-        raise _Rebinds(f"forward assigns {', '.join(rebound)}: state the traced graph does not carry "
-                       "(fx records no attribute assignment, torch.export drops it); keep that state out of "
-                       "forward, or update it in place (`self.buf.copy_(...)`, `self.buf += ...`)")
+        raise _Rebinds.of(rebound)
     for node in graph.nodes:  # annotations written as strings (`from __future__ import annotations`)
         if isinstance(node.type, str):  # would make the GraphModule unpicklable
             node.type = None
@@ -464,6 +461,12 @@ _MISSING = object()
 
 class _Rebinds(CaptureError):
     """forward rebinds an attribute of the module: final, torch.export would drop the assignment."""
+
+    @classmethod
+    def of(cls, names: list[str]) -> _Rebinds:
+        return cls(f"forward assigns {', '.join(names)}: state the traced graph does not carry (fx records no "
+                   "attribute assignment, torch.export drops it); keep that state out of forward, or update it "
+                   "in place (`self.buf.copy_(...)`, `self.buf += ...`)")
 
 
 def _same(now: Any, before: Any) -> bool:
