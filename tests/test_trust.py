@@ -759,3 +759,20 @@ def test_an_exported_program_passed_itself_is_told_to_pass_its_module() -> None:
     module, x = nn.Linear(256, 256).eval(), torch.randn(8, 256)
     with pytest.raises(CaptureError, match=r"pass the ExportedProgram's \.module\(\)"):
         capture(torch.export.export(module, (x,)), [x])
+
+
+class _DictInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+
+    def forward(self, d):
+        return F.relu(self.fc(d["x"])) + d["skip"][0]
+
+
+def test_tensors_inside_a_dict_or_list_input_are_drawn_for_the_check_too() -> None:
+    """The float64 check draws fresh inputs: a float32 tensor left inside a container would meet the
+    float64 graph, and every match would be refused for fact's own error."""
+    plan = fact.discover(_DictInput().eval(), [{"x": torch.randn(128, 256), "skip": [torch.randn(128, 256)]}],
+                         arch="sm90")
+    assert [i.match.pattern for i in plan.items] == ["gemm_epilogue"] and not plan.rejections

@@ -434,7 +434,16 @@ def _full(example_inputs: Sequence[Any], device: Any) -> list[Any]:
     import torch
 
     gen = torch.Generator().manual_seed(1234)
-    return [_draw(x.shape, x, gen, device) if isinstance(x, torch.Tensor) else x for x in example_inputs]
+    return [_drawn_within(x, gen, device) for x in example_inputs]
+
+
+def _drawn_within(x: Any, gen: Any, device: Any) -> Any:
+    """`x` with every tensor in it drawn afresh, at its own shape: a dict or list of tensors too (a
+    float32 tensor left in one would meet the float64 graph)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: _draw(t.shape, t, gen, device) if isinstance(t, torch.Tensor) else t, x)
 
 
 def _reduced(example_inputs: Sequence[Any], device: Any, first_only: bool = False) -> list[Any]:
@@ -447,7 +456,7 @@ def _reduced(example_inputs: Sequence[Any], device: Any, first_only: bool = Fals
     out, cut = [], False
     for x in example_inputs:
         if not isinstance(x, torch.Tensor):
-            out.append(x)
+            out.append(_drawn_within(x, gen, device))
             continue
         if (x.dim() >= 2 and x.shape[0] > 2 and not isinstance(x, torch.nn.Parameter)
                 and not (first_only and cut)):
