@@ -691,8 +691,11 @@ def test_the_float64_check_of_a_compiled_graph_never_writes_into_the_modules_buf
 
     torch._dynamo.reset()
     module = _Counter().eval()
-    with torch.no_grad():
-        torch.compile(module, backend=fact_backend)(torch.randn(128, 256))
+    try:
+        with torch.no_grad():
+            torch.compile(module, backend=fact_backend)(torch.randn(128, 256))
+    finally:
+        torch._dynamo.reset()
     assert int(module.steps) == 1  # the call itself, as eager; the check ran on a copy
 
 
@@ -706,9 +709,12 @@ def test_torch_compile_options_reach_synthesis() -> None:
 
     torch._dynamo.reset()
     before = len(REPORTS)
-    with torch.no_grad():
-        torch.compile(nn.Sequential(nn.Linear(256, 256), nn.GELU()).eval(), backend="fact",
-                      options={"arch": "sm80"})(torch.randn(64, 256))
+    try:
+        with torch.no_grad():
+            torch.compile(nn.Sequential(nn.Linear(256, 256), nn.GELU()).eval(), backend="fact",
+                          options={"arch": "sm80"})(torch.randn(64, 256))
+    finally:
+        torch._dynamo.reset()
     [report] = REPORTS[before:]
     assert report.arch == "sm80"
 
