@@ -55,16 +55,6 @@ def draw(kind: str, shape: tuple[int, ...], seed: int) -> Any:
     return u * 2 - 1
 
 
-def tf32(x: Any, nearest: bool) -> Any:
-    """x (float32) as TF32 in float64: the low 13 bits dropped, or rounded to the nearest (ties away)."""
-    import torch
-
-    bits = x.view(torch.int32)
-    if nearest:
-        bits = bits + 0x1000
-    return (bits & ~0x1FFF).view(torch.float32).double()
-
-
 def rel(out: Any, ref: Any) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
@@ -77,6 +67,7 @@ def main() -> int:
     import torch
 
     from fact.compile.cache import BuildCache, module_name_for, toolchain_versions
+    from fact.realize.exact_fp32 import round_tf32, trunc_tf32
     from fact.realize.kernel import wrap
     from fact.tune.runners.bench import time_samples
 
@@ -119,8 +110,8 @@ def main() -> int:
             errs["fact"].append(rel(out, ref))
             errs["cublas_tf32"].append(rel(cublas, ref))
             errs["sgemm"].append(rel(sgemm, ref))
-            errs["truncated"].append(rel(tf32(a, False) @ tf32(w, False).T, ref))
-            errs["rounded"].append(rel(tf32(a, True) @ tf32(w, True).T, ref))
+            errs["truncated"].append(rel(trunc_tf32(a).double() @ trunc_tf32(w).double().T, ref))
+            errs["rounded"].append(rel(round_tf32(a).double() @ round_tf32(w).double().T, ref))
             del ref
         sets = [{"a": draw(kind, (m, k), 100 + i), "w": draw("uniform", (n, k), 200 + i) / k ** 0.5,
                  "out": torch.empty(m, n, device="cuda")} for i in range(3)]

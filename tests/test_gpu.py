@@ -212,13 +212,11 @@ def test_sm90_tf32_operands_are_rounded_to_the_nearest_not_truncated(cache) -> N
     w = torch.rand(384, 2048, device="cuda", generator=g)
     b = w.T.contiguous() if spec.layout_b.value == "row" else w.T  # the layout the kernel was built for
 
-    def as_tf32(x, nearest):  # float64 values of x converted to TF32
-        bits = x.view(torch.int32) + (0x1000 if nearest else 0)
-        return (bits & ~0x1FFF).view(torch.float32).double()
+    from fact.realize.exact_fp32 import round_tf32, trunc_tf32
 
     ref = a.double() @ w.double().T
-    err = {"kernel": kernel(a, b), "rounded": as_tf32(a, True) @ as_tf32(w, True).T,
-           "truncated": as_tf32(a, False) @ as_tf32(w, False).T}
+    err = {"kernel": kernel(a, b), "rounded": round_tf32(a).double() @ round_tf32(w).double().T,
+           "truncated": trunc_tf32(a).double() @ trunc_tf32(w).double().T}
     err = {k: float((v.double() - ref).norm() / ref.norm()) for k, v in err.items()}
     assert err["truncated"] > 10 * err["rounded"], err  # the inputs tell the two apart
     assert err["kernel"] < 3 * err["rounded"], err
