@@ -93,7 +93,6 @@ void run(torch::Tensor q, torch::Tensor k, torch::Tensor v, double scale, bool c
 // The custom op fact::sm90_fmha_f16_d128_q64k64_causal_642c0819: defined here, so the dispatcher (and a loaded torch.export program)
 // reaches the kernel without Python; its fake (meta) implementation is registered from Python.
 torch::Tensor op(torch::Tensor const& q, torch::Tensor const& k, torch::Tensor const& v, double scale) {
-  c10::DeviceGuard guard(q.device());
   TORCH_CHECK(q.dim() == 4, "q: [B, H, S, D]");
   auto out = torch::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
   auto [stream, sms] = launch_context(out);

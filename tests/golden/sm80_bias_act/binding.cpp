@@ -140,8 +140,8 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   check_cuda(a, "a");
   check_cuda(b, "b");
   check_cuda(out, "out");
-  // the kernel and the staging copies launch on the current device: make it out's (a direct call,
-  // not through the op, may come from a thread whose current device is another)
+  // the kernel and the staging copies launch on the current device: make it out's (for the op, and
+  // for a direct call from a thread whose current device is another)
   c10::DeviceGuard guard(out.device());
   TORCH_CHECK(a.dim() == b.dim() && a.dim() == out.dim() && a.dim() >= 2 && a.dim() <= 3, "a, b, out: rank 2 or 3");
   int64_t const r = a.dim();
@@ -220,7 +220,6 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
 torch::Tensor op(torch::Tensor const& a, torch::Tensor const& b, c10::optional<torch::Tensor> const& bias,
                  c10::optional<torch::Tensor> const& residual, int64_t raster, int64_t swizzle,
                  int64_t splits, int64_t reduction) {
-  c10::DeviceGuard guard(a.device());
   auto sizes = a.sizes().vec();
   TORCH_CHECK(!sizes.empty() && b.dim() >= 2, "a and b: rank 2 or 3");
   sizes.back() = b.size(-1);
