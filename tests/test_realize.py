@@ -46,7 +46,7 @@ def test_names_and_keys() -> None:
     assert len({s.name for s in specs}) == len(specs)
     assert len({s.key for s in specs}) == len(specs)
     s = GOLDEN_SPECS["sm90_evt"]
-    assert s.name == "sm90_gemm_bf16_tn_128x256x64_c2x1_coop_persistent_bias_gelu_tanh_scale_residual"
+    assert s.name == "sm90_gemm_bf16_tn_256x128x64_c1x2_coop_persistent_bias_gelu_tanh_scale_residual"
     assert s.key == GemmSpec(**s.__dict__).key and hash(s) == hash(GemmSpec(**s.__dict__))
     assert GemmSpec(**{**s.__dict__, "epilogue": (Step("bias"), Step("gelu_tanh"), Step("scale", 0.25),
                                                   Step("residual"))}).key != s.key
@@ -94,6 +94,18 @@ def test_specs_for_the_block() -> None:
     attn = spec_for(by["softmax"], "sm90")
     assert isinstance(attn, FmhaSpec) and attn.family == "fmha_sm80"  # head dim 96: example 41's kernel
     assert attn.head_dim == 128 and attn.causal
+
+
+@pytest.mark.parametrize(("k", "tiles"), [
+    (768, "128x128x64_c1x2_pingpong_persistent"),  # below SHORT_K: ping-pong hides the epilogue
+    (4096, "256x128x64_c1x2_coop_persistent"),
+    (262144, "128x128x128_c1x1_coop_streamk_streamk"),  # large K over small M, N: stream-K
+])
+def test_sm90_16bit_default_follows_the_depth(k: int, tiles: str) -> None:
+    m = 256 if k > 65536 else 8192
+    linear = torch.nn.Linear(k, 256 if k > 65536 else 4096).to(torch.bfloat16)
+    [match] = match_graph(capture(linear, [torch.empty(m, k, dtype=torch.bfloat16)])).matches
+    assert spec_for(match, "sm90").name == f"sm90_gemm_bf16_tn_{tiles}_bias"
 
 
 def test_constants_reach_the_source() -> None:

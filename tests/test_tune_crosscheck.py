@@ -6,7 +6,7 @@ import pytest
 
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
-from fact.realize.spec import Schedule, Scheduler, Sm90Tiles
+from fact.realize import choose
 from fact.tune import crosscheck as cc
 from fact.tune.candidates import SM90_TILES, Target
 
@@ -33,13 +33,13 @@ def test_sm90_generated_configs_are_each_placed_with_reasons(sm90: cc.Crosscheck
     for check in sm90.not_in_table:
         assert check.missing and all(m.split(":")[0] in AXES for m in check.missing), check
     # fact's default kernel is among CUTLASS's and passes fact's rules
-    default = next(c for c in sm90.checks if c.config.tile == (128, 256, 64) and c.config.cluster == (2, 1)
+    chosen = choose.SM90_TILES["gemm"]
+    default = next(c for c in sm90.checks if c.config.tile == chosen.tile and c.config.cluster == chosen.cluster
                    and c.config.kernel_schedule == "TmaWarpSpecializedCooperative"
                    and c.config.epilogue_schedule == "TmaWarpSpecializedCooperative"
                    and c.config.tile_scheduler == "Default")
     assert default.in_table and default.rule == ""
-    assert default.spec is not None and default.spec.tiles == Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE,
-                                                                         Scheduler.PERSISTENT)
+    assert default.spec is not None and default.spec.tiles == chosen
     # CUTLASS also pairs schedules with its no-shared-memory epilogue, which fact has no template for
     nosmem = [c for c in sm90.checks if c.config.epilogue_schedule == "NoSmemWarpSpecialized"]
     assert nosmem and all(not c.in_table and c.missing[0].startswith("epilogue schedule") for c in nosmem)

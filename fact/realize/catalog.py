@@ -32,9 +32,9 @@ P16, PB16, EXACT, TF32 = Precision.FP16, Precision.BF16, Precision.EXACT, Precis
 ROW, COL = L.ROW, L.COL
 # The untuned defaults come from choose's tables; the variants beside them cover the other schedules,
 # schedulers and split modes, so that every option is compiled and verified somewhere.
-COOP, STREAMK_WIDE = SM90_TILES["gemm"], SM90_TILES["streamk"]
+COOP, STREAMK_DEFAULT = SM90_TILES["gemm"], SM90_TILES["streamk"]
 COOP128 = replace(COOP, tile=(128, 128, 64), cluster=(1, 1))
-PING = replace(COOP128, schedule=Schedule.PINGPONG)
+PING = SM90_TILES["short_k"]  # the default below K = SHORT_K
 WS = replace(COOP, tile=(64, 128, 64), cluster=(1, 2), schedule=Schedule.WARP_SPECIALIZED)
 STREAMK = replace(COOP128, scheduler=Scheduler.STREAMK)
 T16, T3X, TTF32 = SM80_TILES["tensorop"], SM80_TILES["3xtf32"], SM80_TILES["tf32"]
@@ -52,7 +52,7 @@ def sm90_gemms() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, F32, TF32, ROW, ROW, (), Mode.GEMM, SM90_TILES["tf32"]),  # B copied to K-major
         GemmSpec(Arch.SM90, F32, TF32, ROW, COL, (), Mode.STREAMK, SM90_TILES["tf32_streamk"]),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (), Mode.BATCHED, STREAMK),  # stream-K over the batch's tiles
-        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"),), Mode.STREAMK, STREAMK_WIDE),
+        GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"),), Mode.STREAMK, STREAMK_DEFAULT),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, ROW, (), Mode.BATCHED, COOP128),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("bias"), s("silu")), Mode.GEMM, COOP128),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("scale", 0.5), s("sigmoid")), Mode.GEMM, COOP128),

@@ -62,12 +62,23 @@ SM80_TILES = {
     "tf32": Sm80Tiles((128, 128, 16), (64, 64, 16), (16, 8, 8), 4),
     "3xtf32": Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 8), 4),
 }
+# 16-bit sm90: the tuner's winner on the H100 at 4096^3, 2048x4096x8192, 128 x 512x2048x1024 and the
+# bench's 8192x4096x4096 Linear (results/tune/h100_2026-11-23_targets/, results/tune/h100_2026-11-23_runoff/,
+# results/epilogue/h100_2026-11-24/) was 256x128x64 in cluster 1x2, cooperative; the vendor heuristic
+# (nvidia-matmul-heuristics, H100 preset) names the same for 4096^3. Below K = SHORT_K a tile's mainloop
+# is too short to hide a cooperative kernel's epilogue: ping-pong 128x128 in cluster 1x2 won both of the
+# minGPT Linears at K = 768 (0.997x and 0.963x cuBLAS against 0.918x and 0.874x for the best cooperative).
+# Stream-K (large K): 128x128x128 without a cluster was within 3 % of the best config at K = 131072 and
+# the best at 524288 (results/tune/h100_2026-11-23_largek/: 67 and 209 us, against 78 and 216 us for
+# 128x256x64 in cluster 2x1, the default before).
+SHORT_K = 1024
 SM90_TILES = {
-    "gemm": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
+    "gemm": Sm90Tiles((256, 128, 64), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
+    "short_k": Sm90Tiles((128, 128, 64), (1, 2), Schedule.PINGPONG, Scheduler.PERSISTENT),
     # the tuner's TF32 winners on the H100 were 128x256x32 and 256x128x32 in cluster 1x2
     # (results/tune/h100_2026-11-22/); 128x128x32 in no cluster ran 1.7x cuBLAS's time at 4096^3
     "tf32": Sm90Tiles((128, 256, 32), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
-    "streamk": Sm90Tiles((128, 256, 64), (2, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
+    "streamk": Sm90Tiles((128, 128, 128), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
     # fp32 operands: 128x256x64 leaves one pipeline stage beside the epilogue (CUTLASS needs two)
     "tf32_streamk": Sm90Tiles((128, 128, 32), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
 }
@@ -142,7 +153,7 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
         if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
             return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
                             SM90_TILES["tf32_streamk" if tf32 else "streamk"]).validate()
-        tiles = SM90_TILES["tf32" if tf32 else "gemm"]
+        tiles = SM90_TILES["tf32" if tf32 else "short_k" if match.problem.k < SHORT_K else "gemm"]
         return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
     # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX. Unaligned problems too: the
     # binding stages their operands into aligned copies (spec.alignment)
