@@ -12,7 +12,8 @@ Asserted: (1) no planned item disagrees with the module, and discover returns a 
 CaptureError, nothing else; (2) planted misreadings are always refused by discover; (3) the raw
 readings of well-formed modules are right, so refusals of them stay rare.
 
-The cases are the same every run (hypothesis, derandomized). FACT_PROPERTIES=random draws fresh ones
+The cases are the same every run, whatever ran before them (hypothesis, derandomized, without the
+constants it would take from the project's imported modules). FACT_PROPERTIES=random draws fresh ones
 and FACT_PROPERTIES_SCALE=4 runs four times as many, for a search beyond CI's.
 """
 
@@ -21,8 +22,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import importlib.util
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,6 +73,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_constants_from_imported_modules():
+    """Recent hypothesis mixes into its draws constants read from the source of every project
+    module imported so far, so which of fact's modules earlier tests imported changed the cases drawn
+    here (after torch.compile(backend=fact) had imported fact.compose, 9 additive-mask attentions
+    where 27 were drawn alone). Its pool of them is pinned empty; its own built-in constants stay."""
+    from hypothesis.internal.conjecture import providers
+
+    if not hasattr(providers, "_get_local_constants"):  # a hypothesis without the pool
+        yield
+        return
+    providers.CONSTANTS_CACHE.cache.clear()  # what earlier draws cached from the pool
+    with mock.patch.object(providers, "_get_local_constants", providers.Constants):
+        yield
+    providers.CONSTANTS_CACHE.cache.clear()
 
 
 _DISCOVER = importlib.import_module("fact.discover.discover")  # the stage module, not the function
@@ -441,6 +461,31 @@ def examine(case: Case, tally: Tally, registry: PatternRegistry) -> None:
             tally.counts[f"{group} raw misreadings"] += 1
             tally.misreadings.append((f"{_describe(m)}: {why}", case))
             assert not case.well_formed, f"the matcher misread a well-formed module: {_describe(m)}: {why}"
+
+
+def test_draws_do_not_depend_on_the_modules_imported_before(tmp_path, monkeypatch) -> None:
+    """A project module full of constants, imported between two runs of the same derandomized property,
+    leaves what it draws as it was: the cases above must not follow which of fact's modules earlier
+    tests imported (hypothesis draws those constants, when it does, only in ranges that hold them)."""
+    runs: list[list[tuple[int, float]]] = []
+
+    @settings(max_examples=200, **{**SETTINGS, "derandomize": True})
+    @given(st.integers(100, 899), st.floats(0.01, 3.0))
+    def prop(size: int, factor: float) -> None:
+        runs[-1].append((size, factor))
+
+    runs.append([])
+    prop()
+    path = tmp_path / "many_constants.py"  # where hypothesis reads constants from: not a test file, not installed
+    path.write_text(f"SIZES = {list(range(100, 900))}\nFACTORS = {[k / 64 + 0.001 for k in range(1, 192)]}\n")
+    spec = importlib.util.spec_from_file_location("many_constants", path)
+    assert spec is not None and spec.loader is not None
+    constants = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(constants)
+    monkeypatch.setitem(sys.modules, "many_constants", constants)
+    runs.append([])
+    prop()
+    assert len(runs[0]) == 200 and runs[1] == runs[0]
 
 
 def test_a_few_generated_modules_quickly(tmp_path) -> None:
