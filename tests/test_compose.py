@@ -818,8 +818,9 @@ def test_a_slower_kernel_is_kept_out_unless_every_verified_kernel_is_asked_for(m
     module = Mlp().eval()
     x = torch.randn(32, 64)
     gm, plan = composed(module, [x])
-    times = iter([1.0, 2.0] * len(plan.items))  # per item: its original ops, then its kernel, twice as slow
-    monkeypatch.setattr(fact.compose.timing, "time_ms", lambda fn, **kw: (fn(), next(times))[1])
+    # per item: its original ops, then its kernel, twice as slow
+    monkeypatch.setattr(fact.compose.timing, "time_interleaved_ms",
+                        lambda fns, **kw: ([fn() for fn in fns], [1.0, 2.0])[1])
     report = Report(module="m", arch="sm90", precision="exact", device="cpu", versions={}, verified=True,
                     items=[ItemReport(i.match.id, i.match.pattern, [], "composed") for i in plan.items])
     synthesis = Synthesis(gm, report, plan=plan)
@@ -831,6 +832,24 @@ def test_a_slower_kernel_is_kept_out_unless_every_verified_kernel_is_asked_for(m
     else:
         assert all(it.status == "composed" for it in report.items)
         assert all(d.call is not None for d in synthesis.dispatches().values())
+
+
+def test_interleaved_timing_gives_two_equal_kernels_equal_times_under_drift() -> None:
+    """A clock that slows with every call (a chip heating under load): timed one after the other, the
+    second of two equal functions would read slower; interleaved in rotated order, they read equal."""
+    from fact.compose.timing import time_interleaved_ms
+
+    calls: list[str] = []
+
+    def drifting(fn, arg_sets, *, warmup, reps):
+        calls.append(fn())
+        return [1.0 + 0.1 * len(calls)] * reps
+
+    a, b = time_interleaved_ms([lambda: "a", lambda: "b"], rounds=6, timer=drifting)
+    assert a == pytest.approx(1.65) and b == pytest.approx(1.65)
+    assert calls == ["a", "b", "b", "a"] * 3  # every round times both, the order rotated
+    [single] = time_interleaved_ms([lambda: "c"], rounds=3, timer=drifting)
+    assert single == pytest.approx(1.0 + 0.1 * 14)
 
 
 def test_a_traced_graph_that_disagrees_with_the_module_is_not_handed_back() -> None:

@@ -480,7 +480,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             report.notes.append(f"the traced graph disagreed with the module (error {err_t:.3g} against the "
                                 f"original's {err_e:.3g}): fact returns the original module, unchanged")
         return
-    from fact.compose.timing import time_ms
+    from fact.compose.timing import time_interleaved_ms, time_ms
 
     seen: dict[str, tuple[Any, ...]] = {}
     hooks = [d.register_forward_pre_hook(lambda mod, args: seen.setdefault(mod.match_id, args))
@@ -500,8 +500,9 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
                 continue
             it = by_id[match_id]
             call = d.call
-            it.original_ms = time_ms(lambda d=d, args=args: d.original(*args))
-            it.kernel_ms = time_ms(lambda d=d, args=args, call=call: call_kernel(call, args, d.original))
+            it.original_ms, it.kernel_ms = time_interleaved_ms(
+                [lambda d=d, args=args: d.original(*args),
+                 lambda d=d, args=args, call=call: call_kernel(call, args, d.original)])
         for it, reason in slower_than_original(report.items) if faster_only else ():
             dispatches[it.match_id].call = None
             it.status, it.reason = "kept", reason

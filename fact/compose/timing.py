@@ -37,3 +37,20 @@ def time_rotating_ms(fn: Callable[..., Any], arg_sets: Sequence[Sequence[Any]], 
         end.synchronize()
         times.append(start.elapsed_time(end))
     return times
+
+
+def time_interleaved_ms(fns: Sequence[Callable[[], Any]], *, rounds: int = 6, reps: int = 10,
+                        timer: Callable[..., list[float]] | None = None) -> list[float]:
+    """Median milliseconds of each of `fns`, timed in alternation: each round times every one of them
+    (`reps` runs, L2 flushed) in an order rotated from round to round, and each gets the median of its
+    per-round medians. Timed one after the other, the second of two equal kernels reads slower or
+    faster as the chip's clock drifts under load; interleaved, both see the same drift.
+
+    timer: how one round of one function is timed (default `time_rotating_ms` on the GPU)."""
+    run = timer or time_rotating_ms
+    per_round: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        order = [(r + i) % len(fns) for i in range(len(fns))]
+        for i in order:
+            per_round[i].append(statistics.median(run(fns[i], [()], warmup=2 if r else 5, reps=reps)))
+    return [statistics.median(times) for times in per_round]
