@@ -2,6 +2,7 @@
 """What a fused activation costs the sm90 bf16 GEMM at the bench's Linear shape, per kernel config.
 
     python scripts/gpu_epilogue.py --out OUT            # on a GPU machine: writes OUT/epilogue.json
+    python scripts/gpu_epilogue.py --out OUT --shape 16384,1024,4096 --chains bias   # another M, N, K
 
 The bench's Linear + epilogue modules multiply x [8192, 4096] by a [4096, 4096] weight in bf16. For
 each kernel config (tile, cluster, schedule) and each epilogue chain (bias; bias + SiLU, tanh-GELU,
@@ -53,7 +54,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--shape", default=f"{M},{N},{K}", help="M,N,K")
+    ap.add_argument("--chains", default=",".join(CHAINS), help=f"a subset of {','.join(CHAINS)}")
     args = ap.parse_args()
+    m_, n_, k_ = (int(v) for v in args.shape.split(","))
+    chains = {c: CHAINS[c] for c in args.chains.split(",")}
     import torch
 
     from fact.compile.cache import load_library, toolchain_versions
@@ -64,12 +69,12 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     specs = {(c, e): GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
                               tuple(Step(s) for s in steps), Mode.GEMM, tiles).validate()
-             for c, tiles in CONFIGS.items() for e, steps in CHAINS.items()}
+             for c, tiles in CONFIGS.items() for e, steps in chains.items()}
     built = LocalBuilder(parallel=16, jobs_per_build=1).build(list(specs.values()))
     doc: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(0), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "versions": {**toolchain_versions(), "python": platform.python_version()},
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "shape": [1, M, N, K],
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "shape": [1, m_, n_, k_],
         "method": __doc__.split("\n\n")[2].replace("\n", " "), "rows": [], "failed": {},
     }
 
@@ -77,17 +82,17 @@ def main() -> int:
         g = torch.Generator(device="cuda").manual_seed(seed)
         out = []
         for _ in range(3):
-            x = torch.randn(M, K, generator=g, device="cuda").bfloat16()
-            w = (torch.randn(N, K, generator=g, device="cuda") / K ** 0.5).bfloat16()
-            b = torch.randn(N, generator=g, device="cuda").bfloat16()
-            out.append({"x": x, "w": w, "b": b, "out": torch.empty(M, N, device="cuda", dtype=torch.bfloat16)})
+            x = torch.randn(m_, k_, generator=g, device="cuda").bfloat16()
+            w = (torch.randn(n_, k_, generator=g, device="cuda") / k_ ** 0.5).bfloat16()
+            b = torch.randn(n_, generator=g, device="cuda").bfloat16()
+            out.append({"x": x, "w": w, "b": b, "out": torch.empty(m_, n_, device="cuda", dtype=torch.bfloat16)})
         return out
 
     inputs = sets(1)
     check = sets(7)[0]
-    candidates: dict[str, Any] = {f"cublas_{e}": eager(e) for e in CHAINS}
+    candidates: dict[str, Any] = {f"cublas_{e}": eager(e) for e in chains}
     errors: dict[str, float] = {}
-    for e in CHAINS:
+    for e in chains:
         x = {k: v.double() for k, v in check.items() if k != "out"}
         ref = eager(e)(x)
         errors[f"cublas_{e}"] = float((eager(e)(check).double() - ref).norm() / ref.norm())
