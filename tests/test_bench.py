@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,29 @@ def test_judge_needs_the_tolerance_and_closeness_to_eager() -> None:
     assert judge(4e-7, 1e-6, 1e-5) and not judge(2e-5, 1e-6, 1e-5)
 
 
+def test_the_sides_of_a_row_are_timed_in_turn_in_rotated_order() -> None:
+    """Eager, torch.compile and fact share the chip's drift: each round times each side, the order
+    rotated, and the runs add up to the requested count."""
+    from fact.bench.run import interleaved
+
+    calls: list[tuple[str, int, int]] = []
+
+    def timer(fn, sets, warmup, reps):
+        calls.append((fn(), warmup, reps))
+        return [float(len(calls))] * reps
+
+    sides = [("eager", lambda: "e"), ("compile", lambda: "c"), ("fact", lambda: "f")]
+    times = interleaved(sides, [()], timer, Options(device="cpu", reps=12, warmup=5))
+    assert [c[0] for c in calls] == list("ecf" "cfe" "fec" "ecf" "cfe")
+    assert [c[2] for c in calls[::3]] == [3, 3, 2, 2, 2] and sum(c[2] for c in calls) == 3 * 12
+    assert {c[1] for c in calls[:3]} == {5} and {c[1] for c in calls[3:]} == {2}
+    assert {side: len(t) for side, t in times.items()} == {"eager": 12, "compile": 12, "fact": 12}
+    # a drift that grows with every call lands on every side alike
+    assert max(map(statistics.median, times.values())) - min(map(statistics.median, times.values())) <= 2
+    few = interleaved(sides[:1], [()], timer, Options(device="cpu", reps=2, warmup=0))
+    assert [len(t) for t in few.values()] == [2]
+
+
 def test_the_runner_writes_rows_of_the_schema_on_the_cpu(tmp_path: Path) -> None:
     calls = []
 
@@ -123,7 +147,7 @@ def test_the_runner_writes_rows_of_the_schema_on_the_cpu(tmp_path: Path) -> None
         assert r["fallbacks"], "on a CPU nothing is composed, and the row must say why"
         assert r["status"] == "fallback"
     assert rows[3]["kept"] == [], "odd M, N and K are matched: the kernel's binding stages them"
-    assert len(calls) == 8  # eager and fact, four rows
+    assert len(calls) == 2 * 4 * 3  # eager and fact, four rows, in 3 rounds (one run each of 3)
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved["rows"] == rows and saved["command"] == "test"
     assert (tmp_path / "bench.md").read_text().startswith("# fact bench")

@@ -83,7 +83,9 @@ def to_markdown(result: dict[str, Any]) -> str:
              f"- command: `{result.get('command', '')}`",
              f"- torch.compile mode: {s.get('compile_mode')}; timing: CUDA events, L2 flushed, device synchronised "
              f"before the end event, median of {s.get('reps')} runs after {s.get('warmup')} warm-up, "
-             f"{s.get('input_sets')} rotating sets of fresh inputs",
+             f"{s.get('input_sets')} rotating sets of fresh inputs"
+             + (f"; eager, torch.compile and fact timed in turn over {s['rounds']} rounds, the order rotated"
+                if s.get("rounds") else ""),
              f"- check: fact's output on fresh inputs against a float64 run of the original module; verified when "
              f"within the precision's tolerance and at most {s.get('eager_ratio')}x eager's own error",
              "- precisions: exact = fp32, TF32 off on every side; tf32 = fp32, TF32 allowed on every side; "

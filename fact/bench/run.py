@@ -145,7 +145,7 @@ def header(command: str, options: Options) -> dict[str, Any]:
     gpu = torch.cuda.get_device_name() if options.device == "cuda" and torch.cuda.is_available() else "none (CPU)"
     return {"gpu": gpu, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "versions": versions, "command": command,
             "settings": {"quick": options.quick, "compile_mode": options.compile_mode if options.compile else None,
-                         "warmup": options.warmup, "reps": options.reps, "input_sets": INPUT_SETS,
+                         "warmup": options.warmup, "reps": options.reps, "input_sets": INPUT_SETS, "rounds": ROUNDS,
                          "seeds": list(options.seeds), "eager_ratio": EAGER_RATIO, "budget_s": options.budget_s,
                          "export": options.export, "tune": options.tune},
             "python": sys.version.split()[0]}
@@ -484,6 +484,24 @@ def _default_timer(device: str) -> Callable[..., list[float]]:
     return cpu
 
 
+ROUNDS = 5  # the sides of a row are timed in turn, this many rounds, each taking reps / ROUNDS runs
+
+
+def interleaved(sides: Sequence[tuple[str, Callable[..., Any]]], sets: Sequence[Sequence[Any]],
+                timer: Callable[..., list[float]], options: Options) -> dict[str, list[float]]:
+    """The run times of each side, taken in ROUNDS rounds: every round times every side, in an order
+    rotated from round to round. Timed one side after the other, the chip's clock drift under load (on
+    the H100, 15 % from the first seconds of a run to the rest) would favour whichever side came first."""
+    rounds = min(ROUNDS, max(1, options.reps))
+    per_round = [options.reps // rounds + (r < options.reps % rounds) for r in range(rounds)]
+    times: dict[str, list[float]] = {side: [] for side, _ in sides}
+    for r, reps in enumerate(per_round):
+        for i in range(len(sides)):
+            side, fn = sides[(r + i) % len(sides)]
+            times[side] += timer(fn, sets, options.warmup if r == 0 else min(2, options.warmup), reps)
+    return times
+
+
 def _time(p: _Prepared, options: Options) -> None:
     import torch
 
@@ -493,16 +511,13 @@ def _time(p: _Prepared, options: Options) -> None:
         with precision_mode(row.precision), torch.no_grad():
             dtype = dtype_of(row.precision)
             sets = [fresh_inputs(p.shapes, dtype, options.device) for _ in range(INPUT_SETS)]
-            sides = {"eager": p.module, "compile": p.compiled, "fact": p.composed}
+            sides = [(side, fn) for side, fn in (("eager", p.module), ("compile", p.compiled), ("fact", p.composed))
+                     if fn is not None]
             before = sum(d.kernel_calls for d in p.dispatches.values())
-            for side, fn in sides.items():
-                if fn is None:
-                    continue
-                if side == "fact":
-                    before = sum(d.kernel_calls for d in p.dispatches.values())
-                times = timer(fn, sets, options.warmup, options.reps)
-                setattr(row, f"{side}_ms", round(statistics.median(times), 5))
-                q = statistics.quantiles(times, n=10) if len(times) > 1 else [times[0]] * 9
+            times = interleaved(sides, sets, timer, options)
+            for side, t in times.items():
+                setattr(row, f"{side}_ms", round(statistics.median(t), 5))
+                q = statistics.quantiles(t, n=10) if len(t) > 1 else [t[0]] * 9
                 row.spread[side] = [round(q[0], 5), round(q[-1], 5)]
             row.kernel_calls = sum(d.kernel_calls for d in p.dispatches.values()) - before
         composed_items = int(row.composed.split("/")[0]) if row.composed else 0
@@ -522,4 +537,4 @@ def wrong_outputs(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in result["rows"] if (r["verified"] if isinstance(r, dict) else r.verified) is False]
 
 
-__all__ = ["EAGER_RATIO", "ROW_FIELDS", "Options", "Row", "fresh_inputs", "header", "judge", "run", "wrong_outputs"]
+__all__ = ["EAGER_RATIO", "ROUNDS", "ROW_FIELDS", "Options", "Row", "fresh_inputs", "header", "interleaved", "judge", "run", "wrong_outputs"]
