@@ -277,6 +277,21 @@ def test_errors_are_one_line_with_usage_or_failure_status(tmp_path: Path, capsys
     assert "Traceback" in capsys.readouterr().err  # asked for with -v
 
 
+@pytest.mark.parametrize("command", ["plan", "synthesize"])
+def test_a_module_no_tracer_takes_is_one_line_of_fact(command: str, tmp_path: Path,
+                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """torch.export prints its partial graph before raising: the command line shows fact's line only."""
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "        self.l = torch.nn.Linear(64, 64)\n    def forward(self, x):\n        y = self.l(x)\n"
+                   "        return y * 2 if y.sum() > 0 else y\n")
+    assert main([command, f"{src}:M", "--input", "32,64"]) == 1
+    out, err = capfd.readouterr()
+    assert out == "" and "def forward" not in err, err
+    assert err.startswith(f"fact {command}: error: neither torch.fx.symbolic_trace nor torch.export could trace M")
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_python_dash_m_fact_runs_the_same_command_line():
     """`python -m fact` is the `fact` command: its parser answers and its exit codes come through."""
     ok = subprocess.run([sys.executable, "-m", "fact", "--help"], capture_output=True, text=True, cwd=REPO)

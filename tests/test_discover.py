@@ -1,7 +1,9 @@
 """Discovery on test modules at benchmark shapes: the exact matches, rejections and groups."""
 
 import json
+import logging
 import socket
+import sys
 
 import pytest
 import torch
@@ -64,7 +66,7 @@ def test_problem_shapes_layouts_and_precision() -> None:
 
 
 def test_block_matches_at_both_capture_levels() -> None:
-    block, x = Block(n_embd=64, n_head=2, block_size=64), [torch.empty(2, 64, 64)]
+    block, x = Block(n_embd=64, n_head=2, block_size=64).eval(), [torch.empty(2, 64, 64)]
     aten = match_graph(capture(block, x, level="aten"))
     assert [m.pattern for m in aten.matches] == ["gemm_epilogue", "attention", "gemm_epilogue", "gemm_epilogue", "gemm_epilogue"]
     [attn] = [m for m in aten.matches if m.attention]
@@ -85,7 +87,7 @@ def test_module_level_and_aten_level_agree() -> None:
 
 
 def test_plan_json_roundtrip_and_determinism(tmp_path, kb) -> None:
-    block, x = Block(), [torch.empty(128, 512, 768)]
+    block, x = Block().eval(), [torch.empty(128, 512, 768)]
     plan = discover(block, x, arch="sm90", kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
     path = tmp_path / "plan.json"
     plan.save(path)
@@ -109,7 +111,7 @@ def test_discovery_needs_no_network(tmp_path, monkeypatch: pytest.MonkeyPatch) -
         raise OSError("network unreachable (test)")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
-    plan = discover(Block(n_embd=64, n_head=2, block_size=64), [torch.empty(2, 64, 64)], arch="sm80",
+    plan = discover(Block(n_embd=64, n_head=2, block_size=64).eval(), [torch.empty(2, 64, 64)], arch="sm80",
                     registry=PatternRegistry(tmp_path / "r.json"))
     assert attempts == [] and len(plan.items) == 5
     assert all(e.id.startswith("sm80_") for i in plan.items for e in i.exemplars)
@@ -181,9 +183,49 @@ def test_untraceable_module_is_a_clear_error() -> None:
         discover(DataDependent(), [torch.randn(64, 64)], arch="sm90")
 
 
+def test_untraceable_module_prints_nothing_and_logs_what_torch_export_said(
+        capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """torch.export prints its partial graph to stderr when it fails: fact's one-line CaptureError says
+    what failed, the graph goes to fact's debug log."""
+    with caplog.at_level(logging.DEBUG, logger="fact.capture.quiet"), pytest.raises(CaptureError):
+        capture(DataDependent(), [torch.randn(64, 64)])
+    assert capfd.readouterr().err == ""
+    assert any("def forward" in r.getMessage() for r in caplog.records if r.name == "fact.capture.quiet")
+
+
+def test_what_a_successful_step_says_passes_on(capfd: pytest.CaptureFixture[str]) -> None:
+    from fact.capture.quiet import held_back
+
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    logger = logging.getLogger("torch.export")
+    logger.addHandler(handler)
+    try:
+        with held_back("torch.export"):
+            print("printed while held", file=sys.stderr)
+            logging.getLogger("torch.export._trace").warning("logged while held")
+            assert seen == []
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in seen] == ["logged while held"]
+    assert "printed while held" in capfd.readouterr().err
+
+
 def test_wrong_input_shape_is_a_clear_error() -> None:
     with pytest.raises(CaptureError, match="inputs do not fit"):
         discover(torch.nn.Linear(128, 256), [torch.empty(4, 100)], arch="sm90")
+
+
+@pytest.mark.parametrize("module", [torch.nn.Linear(256, 256), torch.nn.Sequential(torch.nn.Linear(256, 256))],
+                         ids=["root", "submodule"])
+def test_an_integer_input_to_a_float_linear_is_a_clear_error(module: torch.nn.Module) -> None:
+    """The meta kernels let an int64 x float32 product through (shapes propagate) where eager refuses it:
+    the module cannot run on these inputs, said in one line, not a rejection for want of shapes."""
+    with pytest.raises(CaptureError, match=r"inputs do not fit the module: .* multiplies int64 by float32") as info:
+        discover(module, [torch.randint(0, 5, (512, 256))], arch="sm90")
+    assert "which PyTorch refuses (" in str(info.value) and "cannot run on these inputs" in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_graph_module_input() -> None:

@@ -114,7 +114,7 @@ PLAN_CASES = [c for c in CASES if c.expected]
 @pytest.mark.parametrize("case", PLAN_CASES, ids=[c.name for c in PLAN_CASES])
 @pytest.mark.parametrize("arch", ["sm80", "sm90"])
 def test_no_foreign_arch_exemplar_in_plans(kb, meta, case, arch, tmp_path) -> None:
-    plan = discover(case.module(), case.inputs(), arch=arch, kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
+    plan = discover(case.make(), case.inputs(), arch=arch, kb=kb, registry=PatternRegistry(tmp_path / "r.json"))
     for item in plan.items:
         archs = {meta[e.id]["arch"] for e in item.exemplars}
         if item.grounding.startswith("sm80:"):  # sm80-family kernels serve sm90 only when it has none

@@ -84,7 +84,7 @@ def test_unknown_step_is_refused() -> None:
 
 
 def test_specs_for_the_block() -> None:
-    block = Block().to(torch.bfloat16)
+    block = Block().to(torch.bfloat16).eval()
     result = match_graph(capture(block, [torch.empty(128, 512, 768, dtype=torch.bfloat16)]))
     by = {m.anchor: m for m in result.matches}
     assert spec_for(by["c_fc"], "sm90").name.endswith("_bias_gelu_tanh")
@@ -212,7 +212,7 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
     from fact.discover import discover
     from fact.realize import realizations
 
-    block = Block(n_embd=256, n_head=4, block_size=128).to(torch.bfloat16)
+    block = Block(n_embd=256, n_head=4, block_size=128).to(torch.bfloat16).eval()
     plan = discover(block, [torch.empty(4, 128, 256, dtype=torch.bfloat16)], arch="sm80")
     real = {r.match_id: r for r in realizations(plan)}
     assert real["gemm_epilogue:attn_c_proj"].spec is None and "not both" in real["gemm_epilogue:attn_c_proj"].reason

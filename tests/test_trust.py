@@ -220,10 +220,11 @@ def test_sdpa_with_dropout_is_refused_with_its_reason() -> None:
     assert any("dropout_p=0.1" in r.reason for r in plan.rejections)
 
 
-def test_mixed_dtype_gemms_are_not_planned() -> None:
-    plan = _plan(nn.Linear(768, 768), [torch.empty(128, 768, dtype=torch.bfloat16)])
-    assert plan.items == ()
-    assert any("different dtypes" in r.reason for r in plan.rejections)
+def test_mixed_dtype_gemms_are_a_clear_error() -> None:
+    """PyTorch refuses a bf16 input to an fp32 Linear (its meta kernel lets it through): the module
+    cannot run on such inputs, so there is nothing to plan."""
+    with pytest.raises(CaptureError, match=r"multiplies bfloat16 by float32.*give inputs of the module's dtype"):
+        _plan(nn.Linear(768, 768), [torch.empty(128, 768, dtype=torch.bfloat16)])
 
 
 def test_alignment_is_checked_on_each_operands_contiguous_extent() -> None:
@@ -684,6 +685,43 @@ def test_a_dropout_read_as_the_identity_serves_only_in_eval_mode() -> None:
         y = gm(x)
     assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
     assert float((y == 0).float().mean()) > 0.6  # relu zeros half, the dropout half of the rest
+
+
+@pytest.mark.parametrize(("make", "nodes", "refused"), [
+    (lambda: nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.5)).train(), ("_0",), True),
+    (lambda: nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.5)).eval(), ("_0", "_1"), False),
+    (lambda: nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.0)).train(), ("_0", "_1"), False),
+    (lambda: LinearThen(lambda y: F.dropout(y, 0.5, training=True)).eval(), ("lin",), True),
+    (lambda: LinearThen(lambda y: F.dropout(y, 0.5, training=False)).train(), ("lin", "dropout"), False),
+], ids=["module-training", "module-eval", "p0-training", "functional-training", "functional-eval"])
+def test_a_dropout_in_training_ends_the_match_before_it(make, nodes, refused) -> None:
+    """A dropout that drops (training mode, p > 0) is not the identity: the Linear before it still
+    matches, alone with its bias; in eval mode, or with p = 0, it is the identity and joins the match."""
+    plan = _plan(make(), X)
+    [item] = plan.items
+    assert item.match.nodes == nodes and item.match.epilogue == ("bias",)
+    reasons = [r.reason for r in plan.rejections]
+    assert any("an active dropout (p=0.5, in training)" in r for r in reasons) is refused, reasons
+
+
+def test_a_p0_dropout_in_training_is_read_by_its_p_so_the_kernel_serves() -> None:
+    """A p = 0 Dropout is the identity in either mode: the kernel reading it so carries its p, not
+    its mode, and serves while p stays 0."""
+    from fact.compose.rewrite import Dispatch
+
+    from .test_compose import composed
+
+    module = nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.0), nn.ReLU()).eval()
+    module[1].train()
+    x = torch.randn(64, 256)
+    gm, _ = composed(module, [x])
+    [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
+    assert dispatch.call.settings == (("1", "p", 0.0),)
+    with torch.no_grad():
+        gm(x)
+        module[1].p = 0.5
+        gm(x)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 1)
 
 
 def test_the_float64_check_of_a_compiled_graph_never_writes_into_the_modules_buffers() -> None:

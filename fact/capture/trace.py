@@ -3,14 +3,14 @@ on fake tensors, so capturing a large model allocates no activations."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fact.capture.quiet import held_back, quiet_fake_tensors
 from fact.core.enums import DType
 from fact.core.errors import FactError
 from fact.core.specs import TensorSpec
@@ -125,6 +125,11 @@ def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
                     f"{type(exc).__name__}: {cause}"
                 ) from None
             values[n] = out
+            refused = _refused_product(n, self.module, values)
+            if refused is not None:
+                raise CaptureError(f"the inputs do not fit the module: node {n.name} ({_describe_target(n)}) "
+                                   f"{refused}, so the module cannot run on these inputs; give inputs of the "
+                                   "module's dtype")
             return out
 
         def fetch_attr(self, target: str) -> Any:
@@ -139,22 +144,37 @@ def _propagate(gm: Any, inputs: Sequence[Any]) -> None:
 
     recorder = Recorder(gm)
     recorder.extra_traceback = False  # the CaptureError already names the node
-    with _quiet_fake_tensors():
+    with quiet_fake_tensors():
         recorder.run(*_fake_inputs(fake_mode, inputs))
     _annotate(gm, values)
 
 
-@contextlib.contextmanager
-def _quiet_fake_tensors() -> Iterator[None]:
-    """Fake tensors log every failed meta kernel with a full traceback, torch.export's included; the
-    CaptureError says it in a line."""
-    quiet = logging.getLogger("torch._subclasses.fake_tensor")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        quiet.setLevel(level)
+def _refused_product(n: Any, root: Any, values: dict[Any, Any]) -> str | None:
+    """What is wrong with a matrix product of two dtypes PyTorch does not multiply together (an int64
+    input to a float32 Linear), else None. The meta kernels of mm, addmm and linear let such a pair
+    through, which eager refuses; under autocast eager casts them, and so passes."""
+    import torch
+
+    from fact.patterns.ops import GEMM_OPS, op_of
+
+    op = op_of(n, root)
+    if op is None or op.kind not in GEMM_OPS:
+        return None
+    operands = [values.get(t) for t in op.tensors]
+    if n.op == "call_module":
+        operands = [*operands[:1], getattr(root.get_submodule(n.target), "weight", None)]
+    elif op.kind in ("addmm", "baddbmm"):
+        operands = operands[1:3]
+    tensors = [x for x in operands[:2] if isinstance(x, torch.Tensor)]
+    if len(tensors) < 2 or tensors[0].dtype == tensors[1].dtype or torch.is_autocast_enabled(tensors[0].device.type):
+        return None
+    try:  # PyTorch's own answer for the pair, in its own words (a product of 1x1 tensors costs nothing)
+        torch.mm(torch.zeros(1, 1, dtype=tensors[0].dtype), torch.zeros(1, 1, dtype=tensors[1].dtype))
+    except RuntimeError as exc:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        a, b = (str(t.dtype).removeprefix("torch.") for t in tensors)
+        return f"multiplies {a} by {b}, which PyTorch refuses ({said})"
+    return None
 
 
 def _describe_target(n: Any) -> str:
@@ -301,7 +321,7 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
                            + (": pass the ExportedProgram's .module()" if hasattr(module, "graph_signature") else ""))
     saved = _state_of(module)  # non-strict export runs forward on the live module too
     try:
-        with _quiet_fake_tensors():
+        with quiet_fake_tensors(), held_back("torch.export"):
             exported = torch.export.export(module, inputs, strict=False)
     except Exception as exc:
         raise CaptureError(

@@ -99,8 +99,9 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
     specs = [_spec(t) for t in op.tensors]
     out = _spec(op.node)
     if out is None or any(s is None for s in specs):
-        bad = op.node.meta.get("fact_dtype")
-        return f"unsupported dtype {bad}" if bad and bad not in {d.value for d in DType} else "no shape information"
+        known = {d.value for d in DType}
+        bad = next((b for t in (op.node, *op.tensors) if (b := t.meta.get("fact_dtype")) and b not in known), None)
+        return f"unsupported dtype {bad}" if bad else "no shape information"
     for t in (op.node, *op.tensors):
         bad = t.meta.get("fact_dtype")
         if bad is not None and DType(bad) not in table.SUPPORTED_DTYPES:
@@ -490,6 +491,9 @@ def _reject_uncovered(nodes: list[Any], views: dict[Any, Op | None], covered: se
             continue  # mask construction that no kernel needs to replace
         kind = op.kind.split(":")[-1]
         reason = f"no pattern covers '{kind}': it stays in PyTorch"
+        if kind == "dropout_active":
+            reason = (f"an active dropout (p={op.attrs.get('p')}, in training) zeroes values at random, so no "
+                      "kernel reads it as the identity: it stays in PyTorch, and a match before it ends there")
         if n.op == "call_module" and n.name in opaque:
             reason = (f"{kind} is opaque at module level: its GEMMs keep their PyTorch ops "
                       "(capture at ATen level, level='aten', to see inside)")

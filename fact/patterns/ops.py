@@ -152,12 +152,15 @@ READ_SETTINGS = {"gelu": ("approximate",), "leaky_relu": ("negative_slope",), "h
 # The value a setting must hold for the reading to: its value when read, except a Dropout's mode. A
 # Dropout is read as the identity, which it is only in eval mode: a kernel reading it so serves only
 # while it is in eval mode (an eval model that keeps a dropout on, MC dropout, runs the original ops).
+# One in training mode is read only when its p is 0 (op_of): that kernel carries p instead.
 _REQUIRED = {("dropout", "training"): False}
 
 
 def read_settings(mod: Any) -> tuple[tuple[str, Any], ...]:
     """(attribute, value) of each setting of `mod` that fact's reading of it depends on."""
     kind = module_kind(mod) or ""
+    if kind == "dropout" and mod.training:
+        return (("p", mod.p),)  # the identity for its p of 0 in either mode: serves while p stays 0
     return tuple((name, _REQUIRED.get((kind, name), getattr(mod, name))) for name in READ_SETTINGS.get(kind, ()))
 
 
@@ -196,6 +199,8 @@ def op_of(node: Any, root: Any) -> Op | None:
             attrs = {"min": mod.min_val, "max": mod.max_val}
         elif kind == "softmax":
             attrs = {"dim": mod.dim}
+        elif kind == "dropout" and mod.training and mod.p != 0:
+            kind, attrs = "dropout_active", {"p": mod.p}  # drops at random: not the identity it is in eval mode
         return Op(kind, node, *_split_args(node.args), attrs=attrs)
     if node.op == "call_method":
         kind = _METHOD_RENAME.get(str(node.target), str(node.target))
@@ -228,6 +233,7 @@ def op_of(node: Any, root: Any) -> Op | None:
         attrs.update(_bounds(node, kind))
     if kind == "dropout" and _dropout_active(node):
         kind = "dropout_active"
+        attrs["p"] = node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 0.5)
     if kind == "sdpa":
         attrs.setdefault("is_causal", bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False)))
         mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)

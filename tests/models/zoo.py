@@ -123,8 +123,9 @@ class Case:
         return [torch.empty(s, dtype=d) for s, d in self.shapes]
 
     def make(self) -> nn.Module:
-        """The module in its inputs' floating dtype, as PyTorch needs to run it."""
-        module = self.module()
+        """The module in its inputs' floating dtype, as PyTorch needs to run it, in eval mode (the
+        expected matches read a Dropout as the identity, which it is only in eval mode)."""
+        module = self.module().eval()
         dtype = self.shapes[0][1]
         return module.to(dtype) if dtype.is_floating_point else module
 
