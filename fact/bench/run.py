@@ -489,17 +489,16 @@ ROUNDS = 5  # the sides of a row are timed in turn, this many rounds, each takin
 
 def interleaved(sides: Sequence[tuple[str, Callable[..., Any]]], sets: Sequence[Sequence[Any]],
                 timer: Callable[..., list[float]], options: Options) -> dict[str, list[float]]:
-    """The run times of each side, taken in ROUNDS rounds: every round times every side, in an order
-    rotated from round to round. Timed one side after the other, the chip's clock drift under load (on
-    the H100, 15 % from the first seconds of a run to the rest) would favour whichever side came first."""
+    """The run times of each side, taken in turn over ROUNDS rounds (fact.compose.timing.in_turn), the
+    runs split evenly between the rounds. Timed one side after the other, the chip's clock drift under
+    load (on the H100, 15 % from the first seconds of a run to the rest) favoured whichever came first."""
+    from fact.compose.timing import in_turn
+
     rounds = min(ROUNDS, max(1, options.reps))
     per_round = [options.reps // rounds + (r < options.reps % rounds) for r in range(rounds)]
-    times: dict[str, list[float]] = {side: [] for side, _ in sides}
-    for r, reps in enumerate(per_round):
-        for i in range(len(sides)):
-            side, fn = sides[(r + i) % len(sides)]
-            times[side] += timer(fn, sets, options.warmup if r == 0 else min(2, options.warmup), reps)
-    return times
+    per = in_turn([fn for _, fn in sides], rounds, lambda fn, r: timer(
+        fn, sets, options.warmup if r == 0 else min(2, options.warmup), per_round[r]))
+    return {side: [t for times in rounds_ for t in times] for (side, _), rounds_ in zip(sides, per, strict=True)}
 
 
 def _time(p: _Prepared, options: Options) -> None:

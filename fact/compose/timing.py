@@ -39,18 +39,24 @@ def time_rotating_ms(fn: Callable[..., Any], arg_sets: Sequence[Sequence[Any]], 
     return times
 
 
+def in_turn(fns: Sequence[Any], rounds: int, run: Callable[[Any, int], list[float]]) -> list[list[list[float]]]:
+    """Per function, per round, what `run(fn, round)` returned: every round runs every function, in an
+    order rotated from round to round. Timed one after the other, the second of two equal kernels reads
+    slower or faster as the chip's clock drifts under load; taken in turn, each sees the same drift."""
+    per: list[list[list[float]]] = [[] for _ in fns]
+    for r in range(rounds):
+        for i in range(len(fns)):
+            j = (r + i) % len(fns)
+            per[j].append(run(fns[j], r))
+    return per
+
+
 def time_interleaved_ms(fns: Sequence[Callable[[], Any]], *, rounds: int = 6, reps: int = 10,
                         timer: Callable[..., list[float]] | None = None) -> list[float]:
-    """Median milliseconds of each of `fns`, timed in alternation: each round times every one of them
-    (`reps` runs, L2 flushed) in an order rotated from round to round, and each gets the median of its
-    per-round medians. Timed one after the other, the second of two equal kernels reads slower or
-    faster as the chip's clock drifts under load; interleaved, both see the same drift.
+    """Median milliseconds of each of `fns`, timed in turn (`in_turn`, `reps` runs a round, L2 flushed):
+    the median of its per-round medians.
 
     timer: how one round of one function is timed (default `time_rotating_ms` on the GPU)."""
     run = timer or time_rotating_ms
-    per_round: list[list[float]] = [[] for _ in fns]
-    for r in range(rounds):
-        order = [(r + i) % len(fns) for i in range(len(fns))]
-        for i in order:
-            per_round[i].append(statistics.median(run(fns[i], [()], warmup=2 if r else 5, reps=reps)))
-    return [statistics.median(times) for times in per_round]
+    per = in_turn(fns, rounds, lambda fn, r: run(fn, [()], warmup=2 if r else 5, reps=reps))
+    return [statistics.median([statistics.median(t) for t in times]) for times in per]
