@@ -62,6 +62,7 @@ def main() -> int:
     import torch
 
     from fact.compile.cache import load_library, toolchain_versions
+    from fact.compose.timing import in_turn
     from fact.realize.kernel import wrap
     from fact.tune.runners.bench import time_samples
     from fact.tune.runners.build import LocalBuilder
@@ -115,14 +116,11 @@ def main() -> int:
     print(json.dumps(doc["failed"], indent=1), flush=True)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     names = list(candidates)
-    per_round: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        for n in order:
-            per_round[n].append(statistics.median(time_samples(candidates[n], inputs, args.samples, 3, flush)))
-        print(f"round {r + 1}/{args.rounds} done", flush=True)
+    rounds = in_turn([candidates[n] for n in names], args.rounds, lambda fn, r: [
+        statistics.median(time_samples(fn, inputs, args.samples, 3, flush))])
+    per_round = {n: [t for (t,) in times] for n, times in zip(names, rounds, strict=True)}
     for n in names:
-        chain = n.rsplit("_", 1)[-1] if not n.endswith("gelu_tanh") else "gelu_tanh"
+        chain = next(c for c in CHAINS if n.endswith(f"_{c}"))
         ms = statistics.median(per_round[n])
         doc["rows"].append({"candidate": n, "chain": chain, "ms": ms, "rounds_ms": per_round[n],
                             "err": errors.get(n), "eager_err": errors[f"cublas_{chain}"],
