@@ -124,7 +124,8 @@ def main() -> int:
         ms = statistics.median(per_round[n])
         doc["rows"].append({"candidate": n, "chain": chain, "ms": ms, "rounds_ms": per_round[n],
                             "err": errors.get(n), "eager_err": errors[f"cublas_{chain}"],
-                            "vs_cublas_bias": statistics.median(per_round["cublas_bias"]) / ms,
+                            "vs_cublas_bias": (statistics.median(per_round["cublas_bias"]) / ms
+                                               if "cublas_bias" in per_round else None),
                             "vs_eager_chain": statistics.median(per_round[f"cublas_{chain}"]) / ms})
         print(f"{n:40s} {ms:.4f} ms  err {errors.get(n, float('nan')):.2e}", flush=True)
     (args.out / "epilogue.json").write_text(json.dumps(doc, indent=1))
