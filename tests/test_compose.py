@@ -6,6 +6,7 @@ built kernels)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import subprocess
@@ -105,12 +106,13 @@ def test_the_rewrite_calls_the_ops_where_matches_were_and_keeps_the_rest(mlp) ->
     assert [d.kernel_calls for d in _dispatches(gm)] == [1, 1]
 
 
-@pytest.mark.parametrize("variant", ["other_batch", "non_contiguous", "float64", "autograd"])
+@pytest.mark.parametrize("variant", ["other_batch", "non_contiguous", "float64", "autograd", "misaligned"])
 def test_calls_the_kernel_was_not_verified_for_run_the_original_ops(mlp, variant) -> None:
     module, gm, _ = mlp
     x = {"other_batch": torch.randn(8, 64, dtype=BF16), "non_contiguous": torch.randn(32, 128, dtype=BF16)[:, ::2],
          "float64": torch.randn(32, 64, dtype=torch.float64),
-         "autograd": torch.randn(32, 64, dtype=BF16, requires_grad=True)}[variant]
+         "autograd": torch.randn(32, 64, dtype=BF16, requires_grad=True),
+         "misaligned": torch.randn(32 * 64 + 1, dtype=BF16)[1:].view(32, 64)}[variant]  # 2 bytes off
     dispatches = _dispatches(gm)
     before = [(d.kernel_calls, d.fallbacks) for d in dispatches]
     if variant == "float64":
@@ -123,6 +125,31 @@ def test_calls_the_kernel_was_not_verified_for_run_the_original_ops(mlp, variant
     after = [(d.kernel_calls, d.fallbacks) for d in dispatches]
     assert all(k1 == k0 for (k0, _), (k1, _) in zip(before, after, strict=True))  # no kernel call
     assert any(f1 > f0 for (_, f0), (_, f1) in zip(before, after, strict=True))
+
+
+def test_the_guard_reads_each_attribute_as_getattr_does_including_a_replaced_parameter() -> None:
+    from fact.compose.rewrite import _attribute
+
+    class Holder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = nn.Linear(4, 4)
+            self.register_buffer("mask", torch.ones(4))
+            self.plain = torch.zeros(2)
+
+        @property
+        def doubled(self) -> torch.Tensor:
+            return self.mask * 2
+
+    h = Holder()
+    for name in ("inner", "inner.weight", "inner.bias", "mask", "plain", "training", "inner.in_features"):
+        want = functools.reduce(getattr, name.split("."), h)
+        assert _attribute(h, name) is want, name
+    assert torch.equal(_attribute(h, "doubled"), h.doubled)
+    h.inner.weight = nn.Parameter(torch.randn(4, 4))  # replaced by the user: seen on the next read
+    assert _attribute(h, "inner.weight") is h.inner.weight
+    with pytest.raises(AttributeError):
+        _attribute(h, "inner.nothing")
 
 
 def test_attention_composes_with_its_head_layout() -> None:

@@ -168,8 +168,21 @@ def _original_as_is(module: nn.Module, state_dict: dict[str, Any], prefix: str, 
 
 
 def _attribute(module: nn.Module, name: str) -> Any:
+    """`module.<name>` for a dotted name, as getattr reads it (read on every call, so a parameter the
+    user replaced is seen): a module's parameters, buffers and submodules straight from their dicts,
+    which is what nn.Module.__getattr__ would do, at a fraction of its cost."""
     for part in name.split("."):
-        module = getattr(module, part)
+        own = vars(module)
+        if part in own:
+            module = own[part]
+            continue
+        for store in ("_parameters", "_buffers", "_modules"):
+            held = own.get(store)
+            if held is not None and part in held:
+                module = held[part]
+                break
+        else:
+            module = getattr(module, part)  # a property or a class attribute
     return module
 
 
@@ -180,22 +193,41 @@ def _tensor(op: Operand, inputs: tuple[Any, ...], original: nn.Module) -> Any:
     return inputs[op.index]
 
 
+_DTYPES: dict[str, Any] = {}  # "bfloat16" -> torch.bfloat16
+
+
+def _dtype(name: str) -> Any:
+    dtype = _DTYPES.get(name)
+    if dtype is None:
+        dtype = _DTYPES[name] = getattr(torch, name)
+    return dtype
+
+
+def _served(t: Any, device: str, current: int) -> bool:
+    """Outside tracing: a plain tensor or parameter (a subclass such as DTensor reads its data its own
+    way) on the kernel's device (a CUDA one must be the current device: kernels launch there), at a
+    16-byte aligned address (compiled graphs cannot guard on pointers: there the op realigns, ops.py)."""
+    if type(t) is not torch.Tensor and type(t) is not nn.Parameter:
+        return False
+    on = t.is_cuda and t.get_device() == current if device == "cuda" else t.device.type == device
+    return on and t.data_ptr() % 16 == 0
+
+
 def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> bool:
-    """Whether every operand is exactly what the kernel was verified for (cheap: metadata only)."""
+    """Whether every operand is exactly what the kernel was verified for (cheap: metadata only; it
+    runs on every call, so each test is the cheapest form of itself)."""
     grad = torch.is_grad_enabled()
+    compiling = torch.compiler.is_compiling()  # tracing sees fake or functional tensors: see `_served`
+    current = torch.cuda.current_device() if call.device == "cuda" and not compiling else -1
     for op in call.operands:
-        t = _tensor(op, inputs, original)
-        if not isinstance(t, torch.Tensor) or t.device.type != call.device or str(t.dtype).removeprefix("torch.") != op.dtype:
+        t = inputs[op.index] if op.param is None else _attribute(original, op.param)
+        if compiling:
+            if not isinstance(t, torch.Tensor) or t.device.type != call.device:
+                return False
+        elif not _served(t, call.device, current):
             return False
-        if tuple(t.shape) != op.shape or tuple(t.stride()) != op.stride:
+        if t.dtype is not _dtype(op.dtype) or t.shape != op.shape or t.stride() != op.stride:
             return False
-        if not torch.compiler.is_compiling():  # tracing sees fake or functional tensors: no subclass test there
-            if type(t) not in (torch.Tensor, nn.Parameter):  # a wrapper subclass (DTensor) reads its data its own way
-                return False
-            if t.data_ptr() % 16:  # compiled graphs cannot guard on pointers: the op realigns (ops.py)
-                return False
-            if t.is_cuda and t.device.index != torch.cuda.current_device():  # kernels launch on the current one
-                return False
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
             return False
     for index, (kind, want) in call.others:
@@ -227,12 +259,23 @@ def _gemm_operands(get: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
 def call_kernel(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
     """The kernel's result for a Dispatch's inputs, shaped like the original subgraph's output
     (no guard: callers check `_fits` first, or time the kernel on inputs that fit)."""
-    fn = getattr(torch.ops.fact, call.op)
+    fn = _op(call.op)
     get = {op.role: _tensor(op, inputs, original) for op in call.operands}
     if call.kind == "attention":
         out = fn(get["q"], get["k"], get["v"], call.scale)
         return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
-    return fn(*_gemm_operands(get), *call.knobs).reshape(call.out_shape)
+    out = fn(*_gemm_operands(get), *call.knobs)
+    return out if out.shape == call.out_shape else out.reshape(call.out_shape)
+
+
+_OPS: dict[str, Any] = {}  # op name -> its overload, looked up once (ops are registered once per process)
+
+
+def _op(name: str) -> Any:
+    fn = _OPS.get(name)
+    if fn is None:
+        fn = _OPS[name] = getattr(torch.ops.fact, name).default
+    return fn
 
 
 def breach(call: KernelCall, spec: Any) -> str | None:

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "fact_abi.h"
 
@@ -21,9 +23,18 @@ void check_cuda(torch::Tensor const& t, char const* what) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16, what, " has dtype ", t.scalar_type(), "; this kernel takes at::kBFloat16");
 }
 
+// A workspace of `bytes` on like's device; none (an undefined tensor, read as a null pointer) for 0.
 torch::Tensor workspace_for(size_t bytes, torch::Tensor const& like) {
-  return torch::empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, like.options().dtype(torch::kUInt8));
+  if (bytes == 0) return {};
+  return torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
 }
+
+void* pointer_of(torch::Tensor const& workspace) { return workspace.defined() ? workspace.data_ptr() : nullptr; }
+
+size_t bytes_of(torch::Tensor const& workspace) { return workspace.defined() ? workspace.numel() : 0; }
+
+// The tensor's values: a negated view (a neg bit) is read as its values, not its storage.
+torch::Tensor values_of(torch::Tensor const& t) { return t.is_neg() ? t.resolve_neg() : t; }
 
 // The tensor itself, or a copy with the same sizes and strides at a 16-byte aligned address: the
 // kernel's vector loads need one, and a compiled graph cannot guard on data pointers. The copy takes
@@ -39,9 +50,18 @@ torch::Tensor aligned(torch::Tensor const& t) {
 
 // The current stream of the tensor's device (as an integer handle) and that device's SM count,
 // through the device-generic c10 interfaces (this file includes no CUDA-specific torch headers).
+// The SM count is read once per device and process: every call needs it.
 std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
+  static std::mutex lock;
+  static std::vector<int> counts;
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.get_device());
+  {
+    std::lock_guard<std::mutex> hold(lock);
+    auto const device = static_cast<size_t>(t.get_device());
+    if (counts.size() <= device) counts.resize(device + 1, 0);
+    if (counts[device] == 0) cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, t.get_device());
+    sms = counts[device];
+  }
   auto stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
   return {reinterpret_cast<int64_t>(stream.native_handle()), sms};
 }
@@ -86,7 +106,7 @@ void run(torch::Tensor q, torch::Tensor k, torch::Tensor v, double scale, bool c
   g.causal = causal;
   g.sm_count = static_cast<int>(sms);
   auto workspace = workspace_for(fact_attn_workspace(g), out);
-  int code = fact_attn_run(g, workspace.data_ptr(), reinterpret_cast<cudaStream_t>(stream));
+  int code = fact_attn_run(g, pointer_of(workspace), reinterpret_cast<cudaStream_t>(stream));
   TORCH_CHECK(code == 0, "sm80_fmha_bf16_d128_q64k64_causal failed (", std::to_string(code), "): ", fact_last_error());
 }
 

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "fact_abi.h"
 
@@ -21,15 +23,33 @@ void check_cuda(torch::Tensor const& t, char const* what) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16, what, " has dtype ", t.scalar_type(), "; this kernel takes at::kBFloat16");
 }
 
+// A workspace of `bytes` on like's device; none (an undefined tensor, read as a null pointer) for 0.
 torch::Tensor workspace_for(size_t bytes, torch::Tensor const& like) {
-  return torch::empty({static_cast<int64_t>(bytes > 0 ? bytes : 1)}, like.options().dtype(torch::kUInt8));
+  if (bytes == 0) return {};
+  return torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
 }
+
+void* pointer_of(torch::Tensor const& workspace) { return workspace.defined() ? workspace.data_ptr() : nullptr; }
+
+size_t bytes_of(torch::Tensor const& workspace) { return workspace.defined() ? workspace.numel() : 0; }
+
+// The tensor's values: a negated view (a neg bit) is read as its values, not its storage.
+torch::Tensor values_of(torch::Tensor const& t) { return t.is_neg() ? t.resolve_neg() : t; }
 
 // The current stream of the tensor's device (as an integer handle) and that device's SM count,
 // through the device-generic c10 interfaces (this file includes no CUDA-specific torch headers).
+// The SM count is read once per device and process: every call needs it.
 std::pair<int64_t, int64_t> launch_context(torch::Tensor const& t) {
+  static std::mutex lock;
+  static std::vector<int> counts;
   int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, t.get_device());
+  {
+    std::lock_guard<std::mutex> hold(lock);
+    auto const device = static_cast<size_t>(t.get_device());
+    if (counts.size() <= device) counts.resize(device + 1, 0);
+    if (counts[device] == 0) cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, t.get_device());
+    sms = counts[device];
+  }
   auto stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device());
   return {reinterpret_cast<int64_t>(stream.native_handle()), sms};
 }
@@ -119,9 +139,9 @@ void run_gemm(FactGemmArgs const& g, torch::Tensor const& out, cudaStream_t stre
       for (int64_t n0 = 0; n0 < std::max(g.n, 1); n0 += cols) {
         FactGemmArgs const block = parts == 1 ? g : block_of(g, m0, std::min<int64_t>(rows, g.m - m0), n0,
                                                              std::min<int64_t>(cols, g.n - n0), bytes);
-        size_t const need = fact_gemm_workspace(block);
-        if (need > static_cast<size_t>(workspace.numel())) workspace = workspace_for(need, out);
-        int const code = fact_gemm_run(block, workspace.data_ptr(), stream);
+        size_t const need = parts == 1 ? bytes_of(workspace) : fact_gemm_workspace(block);
+        if (need > bytes_of(workspace)) workspace = workspace_for(need, out);
+        int const code = fact_gemm_run(block, pointer_of(workspace), stream);
         TORCH_CHECK(code == 0, "sm90_gemm_bf16_tn_256x128x64_c1x2_coop_persistent_bias_gelu_tanh_scale_residual failed (", std::to_string(code), "): ", fact_last_error());
       }
     }
@@ -159,8 +179,8 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   TORCH_CHECK(out.stride(r - 1) == 1, "out must be row-major");
   at::assert_no_overlap(out, a);  // the kernel writes out while it still reads a and b
   at::assert_no_overlap(out, b);
-  a = a.resolve_neg();  // a negated view (a neg bit) is read as its values, not its storage
-  b = b.resolve_neg();
+  a = values_of(a);
+  b = values_of(b);
   if (m == 0 || n == 0 || (r == 3 && a.size(0) == 0)) return;  // an empty output: nothing to compute
   TORCH_CHECK(k > 0, "K = 0 (an empty sum) is not served by this kernel: use the original ops");
   // The problem the kernel runs: each contiguous extent rounded up to whole 16-byte accesses
@@ -205,7 +225,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   check_cuda(*bias, "bias");
   TORCH_CHECK(bias->device() == a.device(), "bias must be on a's device");
   TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n && bias->is_contiguous(), "bias must be a contiguous [N] vector");
-  torch::Tensor const bias_values = bias->resolve_neg();
+  torch::Tensor const bias_values = values_of(*bias);
   torch::Tensor const bias_read = np != n || !fits(bias_values.unsqueeze(0), true, kAlignCD)
       ? staged(bias_values.unsqueeze(0), 1, np, true).squeeze(0) : bias_values;
   g.bias = bias_read.data_ptr();
@@ -213,7 +233,7 @@ void run(torch::Tensor a, torch::Tensor b, c10::optional<torch::Tensor> bias,
   check_cuda(*residual, "residual");
   TORCH_CHECK(residual->device() == a.device(), "residual must be on a's device");
   TORCH_CHECK(residual->sizes() == result.sizes() && residual->stride(r - 1) == 1, "residual must be row-major like out");
-  torch::Tensor const residual_values = residual->resolve_neg();
+  torch::Tensor const residual_values = values_of(*residual);
   torch::Tensor const residual_read = grown || !fits(residual_values, true, kAlignCD)
       ? staged(residual_values, mp, np, true) : residual_values;
   g.c = residual_read.data_ptr();
