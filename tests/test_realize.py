@@ -108,6 +108,16 @@ def test_sm90_16bit_default_follows_the_depth(k: int, tiles: str) -> None:
     assert spec_for(match, "sm90").name == f"sm90_gemm_bf16_tn_{tiles}_bias"
 
 
+@pytest.mark.parametrize(("activation", "tiles"), [
+    (torch.nn.Mish(), "128x128x64_c1x2_pingpong_persistent"),  # costly: ping-pong overlaps it with the mainloop
+    (torch.nn.SiLU(), "256x128x64_c1x2_coop_persistent"),
+])
+def test_sm90_16bit_default_serves_a_costly_activation_with_ping_pong(activation: torch.nn.Module, tiles: str) -> None:
+    mod = Act(4096, 4096, activation).to(torch.bfloat16)
+    [match] = match_graph(capture(mod, [torch.empty(8192, 4096, dtype=torch.bfloat16)])).matches
+    assert spec_for(match, "sm90").name.startswith(f"sm90_gemm_bf16_tn_{tiles}_bias_")
+
+
 def test_constants_reach_the_source() -> None:
     mod, x = Act(256, 512, torch.nn.LeakyReLU(0.125), lambda y: y * 0.5), [torch.empty(64, 256, dtype=torch.float16)]
     [m] = match_graph(capture(mod.half(), x)).matches

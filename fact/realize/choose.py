@@ -72,6 +72,12 @@ SM80_TILES = {
 # the best at 524288 (results/tune/h100_2026-11-23_largek/: 67 and 209 us, against 78 and 216 us for
 # 128x256x64 in cluster 2x1, the default before).
 SHORT_K = 1024
+# An activation so costly that a cooperative kernel, whose two consumer warpgroups run the epilogue while
+# no wgmma does, loses more to it than ping-pong (one warpgroup's epilogue beside the other's mainloop)
+# loses in its slower mainloop: at the bench's 8192x4096x4096 bf16 Linear, bias + Mish took 0.491 ms on
+# cooperative 256x128 and 0.439 ms on ping-pong 128x128, while SiLU (0.439 against 0.453) and tanh-GELU
+# (0.449 against 0.459) stayed faster on cooperative (results/epilogue/h100_2026-11-24/).
+PINGPONG_EPILOGUES = frozenset({"mish"})
 SM90_TILES = {
     "gemm": Sm90Tiles((256, 128, 64), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "short_k": Sm90Tiles((128, 128, 64), (1, 2), Schedule.PINGPONG, Scheduler.PERSISTENT),
@@ -153,7 +159,8 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
         if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
             return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, Mode.STREAMK,
                             SM90_TILES["tf32_streamk" if tf32 else "streamk"]).validate()
-        tiles = SM90_TILES["tf32" if tf32 else "short_k" if match.problem.k < SHORT_K else "gemm"]
+        costly = any(step.kind in PINGPONG_EPILOGUES for step in steps)
+        tiles = SM90_TILES["tf32" if tf32 else "short_k" if match.problem.k < SHORT_K or costly else "gemm"]
         return GemmSpec(arch, match.dtype, match.precision, la, lb, steps, mode, tiles).validate()
     # the sm80 (CUTLASS 2.x) family; it also runs on sm90 through PTX. Unaligned problems too: the
     # binding stages their operands into aligned copies (spec.alignment)
