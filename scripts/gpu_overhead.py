@@ -11,7 +11,7 @@ out for speed) and times, in turn over the rounds, five sides on the same fresh 
 - `fact`: the composed module, as `fact bench` times it;
 - `ops`: the composed kernels' ops called directly on the arguments their Dispatch received (no graph
   module, no dispatch guard), and the rest of the module's ops left out: the kernels' own time;
-- `guard`: the composed module's dispatch guards alone (`_fits` and the pin and setting checks) on the
+- `guard`: the composed module's dispatch guards alone (`_operands` and the pin and setting checks) on the
   same arguments, with nothing launched: pure host time;
 - for a single-GEMM module, `gemm`: cuBLAS's `F.linear` / matmul of the same operands, no epilogue.
 
@@ -105,7 +105,7 @@ def sides_of(module: Any, composed: Any, dispatches: dict[str, Any], sets: list[
     import torch
     import torch.nn.functional as F
 
-    from fact.compose.rewrite import _fits, call_kernel
+    from fact.compose.rewrite import _operands, call_kernel
 
     seen: dict[tuple[str, int], tuple[Any, ...]] = {}  # (match id, set) -> the Dispatch's arguments
     for s, x in enumerate(sets):
@@ -123,7 +123,7 @@ def sides_of(module: Any, composed: Any, dispatches: dict[str, Any], sets: list[
 
     def guard(*x: Any) -> bool:
         s = index[id(x[0])]
-        return all(_fits(d.call, seen[(d.match_id, s)], d.original) and d._pins_hold(seen[(d.match_id, s)])
+        return all(_operands(d.call, seen[(d.match_id, s)], d.original) is not None and d._pins_hold(seen[(d.match_id, s)])
                    and d._settings_hold() for d in live)
 
     out = {"eager": module, "fact": composed, "ops": ops, "guard": guard}

@@ -86,13 +86,16 @@ class Dispatch(nn.Module):
     def forward(self, *inputs: Any) -> Any:
         # training (dropout inside a match was read as identity) and autocast (the original would
         # run in another dtype) keep the original ops
-        if (self.call is not None and not self.training and not torch.is_autocast_enabled(self.call.device)
-                and _fits(self.call, inputs, self.original) and self._pins_hold(inputs) and self._settings_hold()):
+        call = self.call
+        get = None
+        if call is not None and not self.training and not torch.is_autocast_enabled(call.device):
+            get = _operands(call, inputs, self.original)
+        if get is not None and self._pins_hold(inputs) and self._settings_hold():
             if torch.compiler.is_compiling():
                 self.kernel_calls += 1
-                return call_kernel(self.call, inputs, self.original)
+                return _launch(call, get)
             try:
-                out = call_kernel(self.call, inputs, self.original)
+                out = _launch(call, get)
             except torch.OutOfMemoryError:  # a staged copy or workspace did not fit this time: this call only
                 log.warning("fact: %s ran out of memory; this call runs the original ops", self.call.op)
             except RuntimeError as exc:  # the kernel refused the call (its own checks): the original ops, from now on
@@ -213,31 +216,33 @@ def _served(t: Any, device: str, current: int) -> bool:
     return on and t.data_ptr() % 16 == 0
 
 
-def _fits(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> bool:
-    """Whether every operand is exactly what the kernel was verified for (cheap: metadata only; it
-    runs on every call, so each test is the cheapest form of itself)."""
+def _operands(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> dict[str, Any] | None:
+    """The kernel's operands by role, when every one is exactly what the kernel was verified for; else
+    None (cheap: metadata only; it runs on every call, so each test is the cheapest form of itself)."""
     grad = torch.is_grad_enabled()
     compiling = torch.compiler.is_compiling()  # tracing sees fake or functional tensors: see `_served`
     current = torch.cuda.current_device() if call.device == "cuda" and not compiling else -1
+    get = {}
     for op in call.operands:
         t = inputs[op.index] if op.param is None else _attribute(original, op.param)
         if compiling:
             if not isinstance(t, torch.Tensor) or t.device.type != call.device:
-                return False
+                return None
         elif not _served(t, call.device, current):
-            return False
+            return None
         if t.dtype is not _dtype(op.dtype) or t.shape != op.shape or t.stride() != op.stride:
-            return False
+            return None
         if grad and t.requires_grad:  # the kernels have no backward: training keeps the original ops
-            return False
+            return None
+        get[op.role] = t
     for index, (kind, want) in call.others:
         got = inputs[index]
         if kind == "tensor":  # (shape, dtype)
             if not isinstance(got, torch.Tensor) or (tuple(got.shape), str(got.dtype)) != want:
-                return False
+                return None
         elif isinstance(got, torch.Tensor) or got != want:
-            return False
-    return True
+            return None
+    return get
 
 
 def _gemm_operands(get: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
@@ -258,9 +263,13 @@ def _gemm_operands(get: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
 
 def call_kernel(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) -> Any:
     """The kernel's result for a Dispatch's inputs, shaped like the original subgraph's output
-    (no guard: callers check `_fits` first, or time the kernel on inputs that fit)."""
+    (no guard: callers check `_operands` first, or time the kernel on inputs that fit)."""
+    return _launch(call, {op.role: _tensor(op, inputs, original) for op in call.operands})
+
+
+def _launch(call: KernelCall, get: dict[str, Any]) -> Any:
+    """The kernel's result for its operands by role, shaped like the original subgraph's output."""
     fn = _op(call.op)
-    get = {op.role: _tensor(op, inputs, original) for op in call.operands}
     if call.kind == "attention":
         out = fn(get["q"], get["k"], get["v"], call.scale)
         return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
