@@ -240,10 +240,14 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
     # dropout on, a training one a frozen BatchNorm), so each is read, and runs, in the mode it was in
     modes = [(m, m.training) for m in module_or_graph.modules()] if isinstance(module_or_graph, torch.nn.Module) \
         and not mode_is_fixed(module_or_graph) else []
+    # a module's own trace is also compared with one in training mode (fact.capture.modes), so that a
+    # call reading self.training follows the mode the returned module is put in, not the capture's
+    flags = {name: m.training for name, m in module_or_graph.named_modules()} \
+        if modes and not isinstance(module_or_graph, torch.fx.GraphModule) else None
     if modes:
         module_or_graph.eval()
     try:
-        gm, lvl = _trace(module_or_graph, inputs, level, notes)
+        gm, lvl = _trace(module_or_graph, inputs, level, notes, flags)
         try:
             _propagate(gm, inputs)
         except CaptureError as exc:
@@ -263,7 +267,7 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
                 _propagate(gm, inputs)
                 notes.append(f"{names} is opaque to module-level tracing: captured at ATen level to see its GEMMs")
             except Exception as exc:
-                gm, lvl = _trace(module_or_graph, inputs, "module", notes)
+                gm, lvl = _trace(module_or_graph, inputs, "module", notes, flags)
                 _propagate(gm, inputs)
                 notes.append(f"{names} is opaque to module-level tracing and torch.export failed "
                              f"({type(exc).__name__}): its GEMMs keep their PyTorch ops")
@@ -280,6 +284,11 @@ def capture(module_or_graph: Any, example_inputs: Sequence[Any] = (), *, level: 
                            "not fit the module")
     if lvl == "module" and isinstance(module_or_graph, torch.nn.Module):
         gm.training = was_training  # its own flag only: its submodules are the caller's, in their own modes
+        from fact.capture.modes import mode_note
+
+        note = mode_note(gm)
+        if note is not None:
+            notes.append(note)
     elif lvl == "aten":
         gm.training = False  # exported in eval mode (dropout gone); such a module has no train()
     specs = tuple(s for s in (_spec_of(x) for x in inputs) if s is not None)
@@ -300,7 +309,11 @@ def _buffer_inputs(gm: Any, inputs: Sequence[Any]) -> dict[str, Any]:
                  or getattr(x, "_dynamo_static_input_type", None))}
 
 
-def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: list[str]) -> tuple[Any, Level]:
+def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: list[str],
+           flags: dict[str, bool] | None = None) -> tuple[Any, Level]:
+    """The module's graph at `level` (None: module level, else torch.export). With `flags` (each
+    submodule's training flag by qualified name, as the caller had them), a module-level graph follows
+    the mode it is put in where it can (fact.capture.modes.follow_modes)."""
     import torch
 
     if isinstance(module, torch.fx.GraphModule) and level != "aten":
@@ -309,7 +322,12 @@ def _trace(module: Any, inputs: tuple[Any, ...], level: Level | None, notes: lis
         return torch.fx.GraphModule(module, copy.deepcopy(module.graph), type(module).__name__), "module"
     if level in (None, "module"):
         try:
-            return _symbolic_trace(module), "module"
+            gm = _symbolic_trace(module)
+            if flags is not None:
+                from fact.capture.modes import follow_modes
+
+                gm = follow_modes(module, gm, flags, lambda: _symbolic_trace(module))
+            return gm, "module"
         except _Rebinds:
             raise
         except Exception as exc:  # fx raises TraceError, TypeError, ... on dynamic control flow
