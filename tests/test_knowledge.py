@@ -169,3 +169,27 @@ def test_where_matching() -> None:
     assert to_chroma_where({"a": 1, "b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
     with pytest.raises(ValueError):
         matches(meta, {"arch": {"$regex": "sm"}})
+
+
+def test_corpus_tokens_are_kept_on_disk_and_a_bad_file_is_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    from fact.knowledge import lexical
+
+    docs = ["GemmSplitKParallel over bf16 tiles", "KernelTmaWarpSpecializedCooperative with split-K"]
+    first = lexical.corpus_tokens(docs, tmp_path)
+    assert first == [lexical.tokenize(d) for d in docs]
+    [held] = tmp_path.glob("*.json")
+
+    def refuse(document: str) -> list[str]:
+        raise AssertionError("tokenized again")
+
+    monkeypatch.setattr(lexical, "_tokens_of", refuse)
+    assert lexical.corpus_tokens(docs, tmp_path) == first  # read back, not tokenized again
+    monkeypatch.undo()
+    held.write_text("{not json")
+    assert lexical.corpus_tokens(docs, tmp_path) == first  # a corrupt file is ignored and written anew
+    assert lexical.corpus_tokens([*docs, "another"], tmp_path)[-1] == lexical.tokenize("another")  # its own file
+    assert len(list(tmp_path.glob("*.json"))) == 2 and not list(tmp_path.glob("*.tmp"))
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert lexical.corpus_tokens(docs, blocked / "under") == first  # an unwritable place: tokens all the same

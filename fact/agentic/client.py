@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fact.core.errors import FactError
+from fact.core.paths import cache_home
 from fact.discover.agent import Account as _Account
 from fact.discover.agent import load_litellm
 
@@ -76,8 +77,7 @@ class LLMClient:
                  cache_dir: Path | str | None = None, replay: bool = False, timeout: float = 120.0,
                  retries: int = 2, backoff: float = 1.0) -> None:
         self.model, self.api_base, self.api_key = model, api_base, api_key
-        base = os.environ.get("FACT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fact")
-        self.cache_dir = Path(cache_dir) if cache_dir else Path(base) / "llm-synthesis"
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_home() / "llm-synthesis"
         self.replay, self.timeout, self.retries, self.backoff = replay, timeout, retries, backoff
 
     def complete(self, messages: list[dict[str, str]], account: Account) -> Reply:

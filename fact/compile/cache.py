@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from fact.core.errors import BuildError
+from fact.core.paths import cache_home
 
 MANIFEST_VERSION = 1
 DEFAULT_TIMEOUT_S = float(os.environ.get("FACT_BUILD_TIMEOUT", "900"))
@@ -40,8 +41,7 @@ LOCK_TIMEOUT_S = float(os.environ.get("FACT_BUILD_LOCK_TIMEOUT", "1800"))
 
 
 def default_root() -> Path:
-    base = os.environ.get("FACT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fact")
-    return Path(base) / "builds"
+    return cache_home() / "builds"
 
 
 @dataclass(frozen=True)

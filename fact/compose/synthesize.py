@@ -120,6 +120,10 @@ def synthesize(
         from fact.discover.agent import PlanAgent
 
         agent = PlanAgent(llm)
+    if kb is None:  # one knowledge base for every stage: its lexical index is built once
+        from fact.knowledge.base import KnowledgeBase
+
+        kb = KnowledgeBase.in_memory()
     stage("discover: capture, match, check against the module, retrieve")
     plan, captured = discover_captured(module, example_inputs, arch=arch, precision=precision, kb=kb, agent=agent,
                                        registry=registry)
@@ -129,7 +133,7 @@ def synthesize(
         report.notes.append(TRAINING_NOTE)
     stage("realize: kernel specs and sources")
     templated = [i for i in plan.items if i.match.realization != "llm"]
-    real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)))}
+    real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)), kb=kb)}
     knobs: dict[str, Any] = {}
     if tune:
         from fact.tune.hook import LocalSearch, default_db, tuned_realizations

@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 
 from fact.core.errors import FactError, MissingDependencyError
+from fact.core.paths import cache_home
 from fact.discover.plan import Plan, PlanItem
 from fact.patterns import pattern_table
 from fact.patterns.engine import precision_for, read_gemm, staging_note
@@ -120,8 +121,7 @@ class PlanAgent:
                  cache_dir: Path | str | None = None, replay: bool = False) -> None:
         self.model, self.api_base, self.api_key = model, api_base, api_key
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
-        base = os.environ.get("FACT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fact")
-        self.cache_dir = Path(cache_dir) if cache_dir else Path(base) / "llm"
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_home() / "llm"
         self.replay = replay
         self.account = Account()
 

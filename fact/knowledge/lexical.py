@@ -9,9 +9,15 @@ and `GemmSplitKParallel` all add `splitk`).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
+from fact.core.paths import cache_home
 from fact.knowledge.vocabulary import concept_terms, singular
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+(?:x\d+)+|\d+")
@@ -40,6 +46,58 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+_TOKENS: dict[str, list[str]] = {}  # document text -> its tokens, for every index built in this process
+_TOKENS_HELD = 4096  # documents remembered (the corpus holds a few hundred)
+
+
+def _tokens_of(document: str) -> list[str]:
+    """`tokenize(document)`, computed once per process (each index of the same corpus reuses it)."""
+    tokens = _TOKENS.get(document)
+    if tokens is None:
+        tokens = tokenize(document)
+        if len(_TOKENS) < _TOKENS_HELD:
+            _TOKENS[document] = tokens
+    return tokens
+
+
+def _tokenizer_digest() -> str:
+    """What the tokens depend on besides the documents: this module's and the vocabulary's sources."""
+    from fact.knowledge import vocabulary
+
+    h = hashlib.sha256()
+    for source in (__file__, vocabulary.__file__):
+        h.update(Path(source).read_bytes())
+    return h.hexdigest()
+
+
+def corpus_tokens(documents: Sequence[str], folder: Path | None = None) -> list[list[str]]:
+    """The tokens of every document, kept on disk under `folder` (default: the user's cache) by a digest
+    of the documents and the tokenizer, so a later process with the same corpus reads them instead of
+    tokenizing again. The disk is a convenience: a file that cannot be read or written is ignored."""
+    digest = hashlib.sha256(_tokenizer_digest().encode())
+    for d in documents:
+        digest.update(hashlib.sha256(d.encode()).digest())
+    path = (folder or cache_home() / "lexical") / f"{digest.hexdigest()[:32]}.json"
+    try:
+        held = json.loads(path.read_text())
+        if isinstance(held, list) and len(held) == len(documents) and all(isinstance(t, list) for t in held):
+            return held
+    except (OSError, ValueError):
+        pass
+    tokens = [_tokens_of(d) for d in documents]
+    part = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as f:
+            part = Path(f.name)
+            json.dump(tokens, f)
+        os.replace(part, path)
+    except OSError:
+        if part is not None:
+            part.unlink(missing_ok=True)
+    return tokens
+
+
 class LexicalIndex:
     """BM25 (Okapi, from rank_bm25) over a fixed list of documents."""
 
@@ -47,7 +105,7 @@ class LexicalIndex:
         from rank_bm25 import BM25Okapi
 
         self.ids = list(ids)
-        corpus = [tokenize(d) for d in documents]
+        corpus = corpus_tokens(documents)
         self._bm25 = BM25Okapi(corpus) if corpus else None
 
     def scores(self, query: str) -> dict[str, float]:

@@ -17,6 +17,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from fact.core.paths import cache_home
 from fact.patterns.types import Match
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,7 @@ LEGACY_NAME = "verified_patterns.json"  # the registry's own file before it move
 
 def default_path() -> Path:
     """The tuning database's file, which holds the registry."""
-    base = os.environ.get("FACT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fact")
-    return Path(base) / "tuning.sqlite"
+    return cache_home() / "tuning.sqlite"
 
 
 def _bucket(n: int) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
+from fact.core.paths import cache_home
 from fact.core.specs import ProblemShape
 from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90SplitTiles, Sm90Tiles, Step
 from fact.tune.candidates import Target
@@ -76,8 +77,7 @@ class Environment:
 
 
 def default_path() -> Path:
-    base = os.environ.get("FACT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fact")
-    return Path(base) / "tuning.sqlite"
+    return cache_home() / "tuning.sqlite"
 
 
 _COLUMNS = ("device", "arch", "cutlass", "cuda", "torch", "family", "dtype", "precision", "layouts", "epilogue",
