@@ -7,6 +7,10 @@ out=${1:?usage: gpu_cli_retime.sh OUTDIR}
 mkdir -p "$out"
 scratch=$(mktemp -d)
 export FACT_CACHE_DIR="$scratch/fact" TORCH_EXTENSIONS_DIR="$scratch/torch_extensions"
+# bytecode kept, as an installed environment keeps it (the lent GPU machine sets PYTHONDONTWRITEBYTECODE,
+# which makes every process compile torch's Python sources again: about 9 s of a warm run)
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$scratch/pycache"
 shape=128,512,768:bfloat16
 for run in cold warm; do
   start=$(date +%s%N)
