@@ -177,13 +177,14 @@ def test_corpus_tokens_are_kept_on_disk_and_a_bad_file_is_ignored(monkeypatch: p
 
     docs = ["GemmSplitKParallel over bf16 tiles", "KernelTmaWarpSpecializedCooperative with split-K"]
     first = lexical.corpus_tokens(docs, tmp_path)
-    assert first == [lexical.tokenize(d) for d in docs]
+    expected = [lexical.tokenize(d) for d in docs]
+    assert first == expected
     [held] = tmp_path.glob("*.json")
 
     def refuse(document: str) -> list[str]:
         raise AssertionError("tokenized again")
 
-    monkeypatch.setattr(lexical, "_tokens_of", refuse)
+    monkeypatch.setattr(lexical, "tokenize", refuse)
     assert lexical.corpus_tokens(docs, tmp_path) == first  # read back, not tokenized again
     monkeypatch.undo()
     held.write_text("{not json")

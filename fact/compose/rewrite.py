@@ -224,7 +224,7 @@ def _operands(call: KernelCall, inputs: tuple[Any, ...], original: nn.Module) ->
     current = torch.cuda.current_device() if call.device == "cuda" and not compiling else -1
     get = {}
     for op in call.operands:
-        t = inputs[op.index] if op.param is None else _attribute(original, op.param)
+        t = _tensor(op, inputs, original)
         if compiling:
             if not isinstance(t, torch.Tensor) or t.device.type != call.device:
                 return None

@@ -193,10 +193,6 @@ def _learned(plan: Any, captured: Any, kb: Any, report: Report) -> dict[str, _Le
         m = item.match
         line = ItemReport(match_id=m.id, pattern=m.pattern, nodes=list(m.nodes), status="kept", origin="llm",
                           exemplars=[e.id for e in item.exemplars], precision=m.precision.value)
-        if kb is None:
-            from fact.knowledge.base import KnowledgeBase
-
-            kb = KnowledgeBase.in_memory()
         kernel = find_promoted(str(item.verified_before), kb=kb)
         try:
             task = task_of(captured, m, plan.precision_policy, plan.arch)

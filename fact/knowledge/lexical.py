@@ -9,6 +9,7 @@ and `GemmSplitKParallel` all add `splitk`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,20 +47,7 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-_TOKENS: dict[str, list[str]] = {}  # document text -> its tokens, for every index built in this process
-_TOKENS_HELD = 4096  # documents remembered (the corpus holds a few hundred)
-
-
-def _tokens_of(document: str) -> list[str]:
-    """`tokenize(document)`, computed once per process (each index of the same corpus reuses it)."""
-    tokens = _TOKENS.get(document)
-    if tokens is None:
-        tokens = tokenize(document)
-        if len(_TOKENS) < _TOKENS_HELD:
-            _TOKENS[document] = tokens
-    return tokens
-
-
+@functools.cache
 def _tokenizer_digest() -> str:
     """What the tokens depend on besides the documents: this module's and the vocabulary's sources."""
     from fact.knowledge import vocabulary
@@ -84,7 +72,7 @@ def corpus_tokens(documents: Sequence[str], folder: Path | None = None) -> list[
             return held
     except (OSError, ValueError):
         pass
-    tokens = [_tokens_of(d) for d in documents]
+    tokens = [tokenize(d) for d in documents]
     part = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
