@@ -46,7 +46,7 @@ def profile_one(precision: str, shape: tuple[int, int, int, int]) -> dict[str, o
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         torch.matmul(a, bt)
         torch.cuda.synchronize()
-    kernels = [{"name": e.name, "device_us": round(e.device_time_total, 2)}
+    kernels = [{"name": e.key, "device_us": round(e.device_time_total, 2)}
                for e in prof.key_averages() if e.device_time_total > 0]
     return {"precision": precision, "shape": list(shape), "kernels": kernels}
 
