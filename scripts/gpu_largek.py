@@ -45,25 +45,29 @@ EXACT_TILES = ((128, 128, 16), (128, 64, 16))
 EXACT_PROMOTION = 128
 
 
-def targets(exact: bool) -> list[Target]:
+def targets(exact: bool, ks: tuple[int, ...] = ()) -> list[Target]:
     out = [Target(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), ProblemShape(m, n, k))
-           for m, n, k in SHAPES]
+           for m, n, k in SHAPES if not ks or k in ks]
     if exact:
         m, n, k = SHAPES[-1]
         out.append(Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), ProblemShape(m, n, k)))
     return out
 
 
-def stream_k_space(space: Space) -> Space:
+def stream_k_space(space: Space, tiles: tuple[tuple[int, int, int], ...] = ()) -> Space:
     """The stream-K kernels of the chosen tiles, each with raster and swizzle left to CUTLASS (four to
-    eight output tiles leave nothing to order) and every split count and reduction."""
+    eight output tiles leave nothing to order) and every split count and reduction. `tiles`, where
+    given, replaces the bf16 tiles, each in every cluster the rules allow."""
     def kept(spec: object) -> bool:
         t = spec.tiles  # type: ignore[attr-defined]
         if isinstance(t, Sm90SplitTiles):
             return (t.scheduler is Scheduler.STREAMK and t.tile in EXACT_TILES and not t.a_in_registers
                     and t.promotion == EXACT_PROMOTION)
-        return (isinstance(t, Sm90Tiles) and t.scheduler is Scheduler.STREAMK and t.schedule is Schedule.COOPERATIVE
-                and t.tile in BF16_TILES and (t.tile != NARROW or t.cluster == (1, 1)))
+        if not (isinstance(t, Sm90Tiles) and t.scheduler is Scheduler.STREAMK and t.schedule is Schedule.COOPERATIVE):
+            return False
+        if tiles:
+            return t.tile in tiles
+        return t.tile in BF16_TILES and (t.tile != NARROW or t.cluster == (1, 1))
 
     kernels = [s for s in space.kernels if kept(s)]
     knobs = {s.key: [k for k in space.knobs[s.key] if k.raster == Raster.HEURISTIC.value and k.swizzle == 1]
@@ -77,7 +81,12 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--exact", action="store_true", help="also the fp32 exact (3xTF32) target at K = 524288")
     ap.add_argument("--seconds", type=float, default=120.0, help="sweep budget per target")
+    ap.add_argument("--tiles", default="", help="bf16 tiles instead of the default set, e.g. 128x64x64,128x64x128 "
+                    "(each in every cluster)")
+    ap.add_argument("--k", default="", help="only these K of the bf16 shapes, e.g. 131072")
     args = ap.parse_args()
+    tiles = tuple(tuple(int(x) for x in t.split("x")) for t in args.tiles.split(",") if t)
+    ks = tuple(int(k) for k in args.k.split(",") if k)
     start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     log = (args.out / "largek.log").open("a")
@@ -90,7 +99,7 @@ def main() -> int:
 
     device, env, runner, builder = _machinery(args.dry_run)
     db = TuningDB(args.out / "tuning.sqlite", env)
-    chosen = [(t, stream_k_space(enumerate_space(t, device))) for t in targets(args.exact)]
+    chosen = [(t, stream_k_space(enumerate_space(t, device), tiles)) for t in targets(args.exact, ks)]
     wanted = {s.key: s for _, space in chosen for s in space.kernels}
     say(f"building {len(wanted)} kernels, {getattr(builder, 'parallel', 1)} at a time")
     built = builder.build(list(wanted.values()))
