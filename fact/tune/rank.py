@@ -8,7 +8,7 @@ shape and the device profile:
     step_time  = 2 * tile_M * tile_N * tile_K / (peak_per_SM * tile_efficiency)
     persistent: time = ceil(tiles * splits / SMs) * (k_steps + PROLOGUE_STEPS) * step_time
     stream-K:   time = ceil(tiles * k_steps / SMs) * step_time * (1 + fixup)  + PROLOGUE_STEPS * step_time
-    memory:     bytes(A, B, D [, residual]) / bandwidth
+    memory:     bytes(A, B, D [, residual], partial sums) / bandwidth
     copies:     2 * bytes(each operand the binding copies to K-major) / (COPY_SHARE * bandwidth)
     predicted  = max(compute, memory) + copies + LAUNCH_US
 
@@ -18,6 +18,12 @@ runs one warp group's epilogue while the other computes, so it pays its store an
 mainloop does not cover of the rest. Calibrated at K=4096, the term overstates the cost at short K
 (where a persistent kernel's producer prefetches the next tile during the epilogue): the top-k
 strategy therefore always builds the best kernel of each schedule as well.
+
+Split K adds the fp32 partial sums its pieces write and read back: tiles * splits pieces for split-K,
+and for stream-K's own decomposition one piece per SM when the tiles do not fill whole waves. At
+large K with a small output every kernel is bound by memory, and this term orders them: on the H100
+at 256x256x131072 the fewest, smallest partial sums won (128x64 tiles in 16 splits at 0.060 ms
+against 0.067 ms for 128x128 in 32; results/tune/h100_2026-11-24_largek/).
 
 tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
 saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,
@@ -96,7 +102,12 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
     elem = spec.dtype.bits // 8
     residual = any(s.kind == "residual" for s in spec.epilogue)
     moved = (problem.m * problem.k + problem.n * problem.k + problem.m * problem.n * (2 if residual else 1)) * elem
-    memory = moved * problem.batch / (device.bandwidth_gbs * 1e9)
+    if streamk and splits <= 1:
+        pieces = device.sms if tiles % device.sms else 0
+    else:
+        pieces = tiles * splits if splits > 1 else 0
+    partials = 2 * pieces * tm * tn * 4  # fp32, written once and read back once
+    memory = (moved * problem.batch + partials) / (device.bandwidth_gbs * 1e9)
     copied = (problem.m * problem.k if spec.copies_a else 0) + (problem.n * problem.k if spec.copies_b else 0)
     copies = 2 * copied * elem * problem.batch / (COPY_SHARE * device.bandwidth_gbs * 1e9)
     return (max(compute, memory) + copies + LAUNCH_US * 1e-6) * 1e3
