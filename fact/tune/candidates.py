@@ -227,6 +227,12 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
         # the splits of a tile added in K order (deterministic), and by atomic adds (at once)
         heuristic = Raster.HEURISTIC.value
         knobs += [k for s in splits for k in (Knobs(heuristic, 1, s, 1), Knobs(heuristic, 1, s, 0)) if k not in knobs]
+        if tiles < 132 and len(splits) > 1:
+            # fewer tiles than SMs (large K, small output): prescreen with the splits that fill the GPU once.
+            # Stream-K's own decomposition of 8 narrow tiles ran 0.085 ms at 256x256x131072 on the H100,
+            # 16 splits of them 0.060 ms, the best of every kernel (results/tune/h100_2026-11-24_largek/)
+            fill = Knobs(heuristic, 1, max(s for s in splits if tiles * s <= 132), reduction)
+            knobs = [fill, *(k for k in knobs if k != fill)]
     return knobs
 
 
