@@ -108,8 +108,17 @@ def test_knobs_are_run_time_and_splits_only_for_stream_k() -> None:
     dp = next(s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.PERSISTENT)
     assert any(k.splits > 1 for k in space.knobs[sk.key])
     assert {k.reduction for k in space.knobs[sk.key] if k.splits > 1} == {0, 1}
-    assert space.knobs[sk.key][0] == Knobs(0, 1, 1, 1)  # the untuned kernel's: its splits added atomically
-    assert Knobs(0, 1, 1, 0) in space.knobs[sk.key]
+    # fewer tiles than SMs: the prescreen (the first setting) runs the splits that fill the GPU once, added
+    # atomically; the untuned kernel's setting (stream-K's own decomposition) is swept as well
+    tm, tn, _ = sk.tiles.tile
+    tiles = (256 // tm) * (256 // tn)
+    first = space.knobs[sk.key][0]
+    assert first.reduction == 1 and tiles * first.splits <= 132 < tiles * first.splits * 2
+    assert Knobs(0, 1, 1, 1) in space.knobs[sk.key] and Knobs(0, 1, 1, 0) in space.knobs[sk.key]
+    many = enumerate_space(target(4096, 4096, 65536))  # 256 tiles of 256x256: the untuned setting first
+    big = next(s for s in many.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK
+               and s.tiles.tile[0] * s.tiles.tile[1] >= 128 * 128)
+    assert many.knobs[big.key][0] == Knobs(0, 1, 1, 1)
     assert all(k.splits == 1 and k.reduction == 0 for k in space.knobs[dp.key]) and len(space.knobs[dp.key]) == 12
     assert any(s.mode is Mode.SPLITK_SERIAL for s in space.kernels)  # sm80 split-K for large K
 
