@@ -22,6 +22,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import tarfile
 import time
@@ -31,7 +32,7 @@ from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
 from fact.realize.spec import Step
 from fact.tune import strategies
-from fact.tune.candidates import NoCandidateError, Target, enumerate_space
+from fact.tune.candidates import NoCandidateError, Space, Target, enumerate_space
 from fact.tune.db import Environment, TuningDB
 from fact.tune.device import H100_SXM, DeviceProfile
 from fact.tune.measurement import Measurement, Status
@@ -99,6 +100,8 @@ def main() -> int:
                     "bf16, 4 for TF32 and the epilogues)")
     ap.add_argument("--db", type=Path, help="the tuning database (default OUT/tuning.sqlite)")
     ap.add_argument("--runoff", type=int, default=5, help="rounds of each target's closing runoff (0: none)")
+    ap.add_argument("--kernels", default="", help="a regular expression: only the kernels whose names it finds "
+                    "are candidates (with --top-k, to build and prescreen more of a family than the ranking would)")
     args = ap.parse_args()
     start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -123,9 +126,10 @@ def main() -> int:
         chosen = [t for i, t in enumerate(chosen) if i in keep]
     # compile the union of every target's top-k kernels at once, on all cores
     wanted = {}
+    spaces: dict[int, Space] = {}
     for t, top_k in chosen:
         try:
-            space = enumerate_space(t, device)
+            space = spaces[id(t)] = _space(t, device, args.kernels)
         except NoCandidateError as exc:
             say(f"no candidate: {exc}")
             continue
@@ -146,7 +150,9 @@ def main() -> int:
                             "reason": "deadline"})
             continue
         try:
-            result = tune(t, runner=runner, builder=builder, db=db, strategy="topk", device=device,
+            if id(t) not in spaces:
+                raise NoCandidateError(f"no kernel matching {args.kernels!r} serves {t.problem}")
+            result = tune(t, runner=runner, builder=builder, db=db, strategy="topk", device=device, space=spaces[id(t)],
                           budget=Budget(configs=64, seconds=240),
                           options=strategies.Options(top_k=top_k, finalists=2, prescreen_reps=10, batch=16),
                           on_progress=lambda p: None, seed_from_nearest=False, runoff_rounds=args.runoff)
@@ -176,6 +182,17 @@ def main() -> int:
             (args.out / "spread.json").write_text(json.dumps(spread, indent=1))
     say(f"done in {time.monotonic() - start:.0f} s; worker restarts: {getattr(runner, 'restarts', 0)}")
     return 0
+
+
+def _space(target: Target, device: DeviceProfile, kernels: str) -> Space:
+    """The target's candidates, only those whose names `kernels` finds where it is given."""
+    space = enumerate_space(target, device)
+    if not kernels:
+        return space
+    kept = [s for s in space.kernels if re.search(kernels, s.name)]
+    if not kept:
+        raise NoCandidateError(f"no kernel matching {kernels!r} serves {target.problem}")
+    return Space(space.target, kept, {s.key: space.knobs[s.key] for s in kept}, space.rejected)
 
 
 def _machinery(dry_run: bool):  # type: ignore[no-untyped-def]
