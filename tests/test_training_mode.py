@@ -14,7 +14,9 @@ from torch.nn import functional as F
 
 from fact.capture import capture, mode_is_fixed
 from fact.capture.modes import ModeError, ModeGuard
+from fact.discover import discover_captured
 from fact.patterns import match_graph
+from fact.verify.semantics import check_matches
 
 from .test_compose import _dispatches, composed
 
@@ -310,6 +312,31 @@ def test_a_forward_traceable_only_in_eval_mode_is_kept_in_eval_mode() -> None:
     assert "cannot be traced in training mode" in note
     with pytest.raises(ModeError):
         captured.graph_module.train()
+
+
+class BranchingBeforeLinear(nn.Module):
+    """Deterministic in both modes, by another path in each: the input is doubled in training mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(x * 2 if self.training else x))
+
+
+@pytest.mark.parametrize("mode", [False, True], ids=["eval", "train"])
+def test_a_graph_of_one_mode_is_checked_in_float64_in_that_mode(mode: bool) -> None:
+    module = BranchingBeforeLinear().train(mode)
+    plan, captured = discover_captured(module, [X], arch="sm90")
+    assert mode_is_fixed(captured.graph_module)
+    assert not [r.reason for r in plan.rejections if r.node == "fc"]
+    [item] = plan.items
+    assert item.match.nodes == ("fc", "relu") and item.match.epilogue == ("bias", "relu")
+    assert dict(item.match.operands)["a"] == ("mul" if mode else "x")
+    [verdict] = check_matches(captured, [item.match], [X])
+    assert verdict.agrees and verdict.rel_err < 1e-12, verdict.reason
+    assert captured.graph_module.training is mode  # the check ran on a copy
 
 
 def test_a_composed_branching_module_refuses_the_other_mode() -> None:

@@ -360,12 +360,17 @@ def _float64_copy(gm: Any) -> Any:
     not part of what the module means, and kept it would meet float64 operands: x.float() @ w), its
     floating parameters redrawn at random (seeded) with the scale of the originals: a reading must
     hold for any weights, not only today's (a zero bias would hide a dropped bias). Buffers (masks,
-    running statistics) keep their values."""
+    running statistics) keep their values. It runs in eval mode (a dropout outside the matches neither
+    draws nor drops), unless a ModeGuard pins the graph to the mode it was captured in (fact.capture.modes):
+    the graph computes only in that mode, and its submodules keep the flags the matcher read them with."""
     import torch
+
+    from fact.capture.modes import ModeGuard
 
     copied = copy.deepcopy(gm)
     copied.to(torch.float64)
-    copied.eval()
+    if not any(isinstance(m, ModeGuard) for m in copied.modules()):
+        copied.eval()
     narrow = {torch.float32, torch.float16, torch.bfloat16}
 
     def widen(a: Any) -> Any:
