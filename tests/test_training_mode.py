@@ -191,6 +191,29 @@ def test_a_dropout_that_drops_ends_the_match_as_a_training_dropout_module_does(m
     assert any("an active dropout (p=0.5, in training)" in r for r in reasons) is (len(nodes) == 1), reasons
 
 
+class RreluAfter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rrelu(self.fc(x), 0.1, 0.3, self.training)
+
+
+@pytest.mark.parametrize("mode", [False, True], ids=["eval", "train"])
+def test_a_functional_rrelu_reading_the_mode_is_read_as_its_module(mode: bool) -> None:
+    """In eval mode the leaky_relu of its mean slope, which joins the match; in training, random."""
+    result = match_graph(capture(RreluAfter().train(mode), [X]), arch="sm90")
+    first = next(m for m in result.matches if m.anchor == "fc")
+    if mode:
+        assert first.nodes == ("fc",) and first.epilogue == ("bias",)
+    else:
+        assert first.nodes == ("fc", "rrelu_follows_mode_0") and first.epilogue == ("bias", "leaky_relu")
+        assert first.epilogue_args[1] == (pytest.approx(0.2), None)
+    reasons = [r.reason for r in result.rejections]
+    assert any("an RReLU in training draws its negative slope" in r for r in reasons) is mode, reasons
+
+
 class DropoutMlp(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -704,6 +704,66 @@ def test_a_dropout_in_training_ends_the_match_before_it(make, nodes, refused) ->
     assert any("an active dropout (p=0.5, in training)" in r for r in reasons) is refused, reasons
 
 
+@pytest.mark.parametrize(("make", "shape"), [
+    (nn.Dropout1d, (64, 256)),
+    (nn.Dropout2d, (2, 4, 16, 256)),
+    (nn.Dropout3d, (2, 2, 4, 16, 256)),
+    (nn.AlphaDropout, (64, 256)),
+    (nn.FeatureAlphaDropout, (2, 4, 16, 256)),
+], ids=["dropout1d", "dropout2d", "dropout3d", "alpha", "feature-alpha"])
+@pytest.mark.parametrize(("p", "train", "nodes"), [
+    (0.5, False, ("_0", "_1", "_2")),
+    (0.5, True, ("_0",)),
+    (0.0, True, ("_0", "_1", "_2")),
+], ids=["eval", "training", "p0-training"])
+def test_every_dropout_module_is_read_as_nn_dropout_is(make, shape, p, train, nodes) -> None:
+    """Each is the identity in eval mode (or at p = 0) and joins the match; dropping, it ends it."""
+    module = nn.Sequential(nn.Linear(256, 256), make(p), nn.ReLU()).train(train)
+    plan = _plan(module, [torch.empty(shape)])
+    first = next(i.match for i in plan.items if i.match.anchor == "_0")
+    assert first.nodes == nodes and first.epilogue == (("bias",) if len(nodes) == 1 else ("bias", "relu"))
+    reasons = [r.reason for r in plan.rejections]
+    assert any("an active dropout (p=0.5, in training)" in r for r in reasons) is (len(nodes) == 1), reasons
+
+
+@pytest.mark.parametrize(("lower", "upper", "train", "nodes"), [
+    (0.1, 0.3, False, ("_0", "_1")),
+    (0.1, 0.3, True, ("_0",)),
+    (0.2, 0.2, True, ("_0", "_1")),
+], ids=["eval", "training", "one-slope-training"])
+def test_an_rrelu_is_a_leaky_relu_of_its_mean_slope_where_it_draws_none(lower, upper, train, nodes) -> None:
+    plan = _plan(nn.Sequential(nn.Linear(256, 256), nn.RReLU(lower, upper)).train(train), X)
+    [item] = plan.items
+    assert item.match.nodes == nodes
+    if len(nodes) == 2:
+        assert item.match.epilogue == ("bias", "leaky_relu")
+        assert item.match.epilogue_args[1] == (pytest.approx((lower + upper) / 2), None)
+    else:
+        assert item.match.epilogue == ("bias",)
+    reasons = [r.reason for r in plan.rejections]
+    assert any("an RReLU in training draws its negative slope from [0.1, 0.3]" in r
+               for r in reasons) is (len(nodes) == 1), reasons
+
+
+def test_an_rrelu_read_as_a_leaky_relu_serves_only_while_it_is_one() -> None:
+    from fact.compose.rewrite import Dispatch
+
+    from .test_compose import composed
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(256, 256), nn.RReLU(0.1, 0.3)).eval()
+    x = torch.randn(64, 256)
+    gm, _ = composed(module, [x])
+    [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
+    assert set(dispatch.call.settings) == {("1", "lower", 0.1), ("1", "upper", 0.3), ("1", "training", False)}
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), module(x), rtol=1e-4, atol=1e-4)
+        module[1].train()
+        first, second = gm(x), gm(x)
+    assert (dispatch.kernel_calls, dispatch.fallbacks) == (1, 2)
+    assert not torch.equal(first, second)  # the original RReLU, drawing its slopes
+
+
 def test_a_p0_dropout_in_training_is_read_by_its_p_so_the_kernel_serves() -> None:
     """A p = 0 Dropout is the identity in either mode: the kernel reading it so carries its p, not
     its mode, and serves while p stays 0."""

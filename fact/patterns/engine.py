@@ -492,8 +492,12 @@ def _reject_uncovered(nodes: list[Any], views: dict[Any, Op | None], covered: se
         kind = op.kind.split(":")[-1]
         reason = f"no pattern covers '{kind}': it stays in PyTorch"
         if kind == "dropout_active":
-            reason = (f"an active dropout (p={op.attrs.get('p')}, in training) zeroes values at random, so no "
+            reason = (f"an active dropout (p={op.attrs.get('p')}, in training) drops values at random, so no "
                       "kernel reads it as the identity: it stays in PyTorch, and a match before it ends there")
+        if kind == "rrelu_active":
+            reason = (f"an RReLU in training draws its negative slope from [{op.attrs.get('lower')}, "
+                      f"{op.attrs.get('upper')}] at random, so no kernel reads it as a leaky_relu: it stays in "
+                      "PyTorch, and a match before it ends there")
         if n.op == "call_module" and n.name in opaque:
             reason = (f"{kind} is opaque at module level: its GEMMs keep their PyTorch ops "
                       "(capture at ATen level, level='aten', to see inside)")

@@ -75,8 +75,13 @@ def _modules() -> dict[type, str]:
     return {
         nn.Linear: "linear", nn.ReLU: "relu", nn.GELU: "gelu", nn.SiLU: "silu", nn.Sigmoid: "sigmoid",
         nn.Tanh: "tanh", nn.LeakyReLU: "leaky_relu", nn.Hardtanh: "hardtanh", nn.ReLU6: "hardtanh",
-        nn.Mish: "mish", nn.Dropout: "dropout", nn.Softmax: "softmax", nn.Identity: "identity",
+        nn.Mish: "mish", nn.Softmax: "softmax", nn.Identity: "identity",
         nn.LayerNorm: "layer_norm", nn.Embedding: "embedding", nn.Flatten: "flatten",
+        # the identity in eval mode, each of them, whatever it drops in training (elements, channels, or
+        # towards the SELU's saturation)
+        nn.Dropout: "dropout", nn.Dropout1d: "dropout", nn.Dropout2d: "dropout", nn.Dropout3d: "dropout",
+        nn.AlphaDropout: "dropout", nn.FeatureAlphaDropout: "dropout",
+        nn.RReLU: "rrelu",  # read as a leaky_relu where it is one (op_of)
     }
 
 
@@ -148,12 +153,13 @@ def _dropout_active(node: Any) -> bool:
 # composed module checks them on every call (fact.compose.rewrite.Dispatch) and runs the original ops
 # once one has changed.
 READ_SETTINGS = {"gelu": ("approximate",), "leaky_relu": ("negative_slope",), "hardtanh": ("min_val", "max_val"),
-                 "softmax": ("dim",), "dropout": ("training",)}
+                 "softmax": ("dim",), "dropout": ("training",), "rrelu": ("lower", "upper", "training")}
 # The value a setting must hold for the reading to: its value when read, except a Dropout's mode. A
 # Dropout is read as the identity, which it is only in eval mode: a kernel reading it so serves only
 # while it is in eval mode (an eval model that keeps a dropout on, MC dropout, runs the original ops).
-# One in training mode is read only when its p is 0 (op_of): that kernel carries p instead.
-_REQUIRED = {("dropout", "training"): False}
+# One in training mode is read only when its p is 0 (op_of): that kernel carries p instead. An RReLU
+# likewise: a leaky_relu of the mean slope in eval mode, and in training only when its slopes are one.
+_REQUIRED = {("dropout", "training"): False, ("rrelu", "training"): False}
 
 
 def read_settings(mod: Any) -> tuple[tuple[str, Any], ...]:
@@ -161,6 +167,8 @@ def read_settings(mod: Any) -> tuple[tuple[str, Any], ...]:
     kind = module_kind(mod) or ""
     if kind == "dropout" and mod.training:
         return (("p", mod.p),)  # the identity for its p of 0 in either mode: serves while p stays 0
+    if kind == "rrelu" and mod.training:
+        return (("lower", mod.lower), ("upper", mod.upper))  # one slope in either mode: serves while it is one
     return tuple((name, _REQUIRED.get((kind, name), getattr(mod, name))) for name in READ_SETTINGS.get(kind, ()))
 
 
@@ -201,6 +209,10 @@ def op_of(node: Any, root: Any) -> Op | None:
             attrs = {"dim": mod.dim}
         elif kind == "dropout" and mod.training and mod.p != 0:
             kind, attrs = "dropout_active", {"p": mod.p}  # drops at random: not the identity it is in eval mode
+        elif kind == "rrelu" and mod.training and mod.lower != mod.upper:
+            kind, attrs = "rrelu_active", {"lower": mod.lower, "upper": mod.upper}  # a slope drawn per element
+        elif kind == "rrelu":  # F.rrelu in eval mode is F.leaky_relu at the mean of its bounds
+            kind, attrs = "leaky_relu", {"negative_slope": (mod.lower + mod.upper) / 2}
         return Op(kind, node, *_split_args(node.args), attrs=attrs)
     if node.op == "call_method":
         kind = _METHOD_RENAME.get(str(node.target), str(node.target))
