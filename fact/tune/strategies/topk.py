@@ -1,18 +1,21 @@
 """Heuristic top-k: build the k best-ranked kernels, prescreen them at default knobs with few
-runs, then sweep every run-time knob of the best few with full runs (no recompiling)."""
+runs, then sweep every run-time knob of the best few, and of each one's cluster turned the other
+way, with full runs (no recompiling)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from fact.realize.spec import GemmSpec, Schedule
+from fact.realize.spec import GemmSpec, Schedule, Sm90Tiles
 from fact.tune.candidates import Space
 from fact.tune.request import Config
 from fact.tune.strategies.base import Evaluate, Options, rank_kernels, seeded
 
 
 def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
-    """Prescreen the top-k kernels (plus the seeds' kernels), then sweep the finalists' knobs."""
+    """Prescreen the top-k kernels (plus the seeds' kernels), then sweep the knobs of the finalists
+    and of their cluster twins."""
     seeds = seeded(space, options)
     kernels = [c.spec for c in seeds]
     ranked = rank_kernels(space, options)
@@ -30,6 +33,9 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
     screened = evaluate(screen, reps=options.prescreen_reps)
     results = sorted(((m.median_ms, i) for i, m in enumerate(screened) if m.ok), key=lambda t: t[0])
     finalists = [kernels[i] for _, i in results[:options.finalists]]
+    for twin in (_cluster_twin(space, f) for f in list(finalists)):
+        if twin is not None and twin.key not in {k.key for k in (*kernels, *finalists)}:
+            finalists.append(twin)
     sweep: list[Config] = [c for c in seeds if c.spec.key in {f.key for f in finalists}]
     for spec in finalists:
         sweep += [c for c in space.configs(spec) if c.key not in {s.key for s in sweep}]
@@ -50,3 +56,16 @@ def _missing_schedules(ranked: list[GemmSpec], chosen: list[GemmSpec]) -> list[G
             seen.add(schedule)
             out.append(spec)
     return out
+
+
+
+def _cluster_twin(space: Space, spec: GemmSpec) -> GemmSpec | None:
+    """`spec` with its two-CTA cluster turned the other way, where the space holds it. The model scores
+    a 2x1 and a 1x2 cluster alike (each shares one operand's tile), so a finalist's twin is swept with
+    it: on the H100 the 2x1 twin of a 1x2 kernel won four of the five targets it was built for
+    (results/tune/h100_2026-11-24_tf32_clusters/, results/tune/h100_2026-11-24_mingpt_clusters/)."""
+    t = spec.tiles
+    if not isinstance(t, Sm90Tiles) or t.cluster not in ((1, 2), (2, 1)):
+        return None
+    twin = dataclasses.replace(t, cluster=t.cluster[::-1])
+    return next((s for s in space.kernels if s.tiles == twin), None)
