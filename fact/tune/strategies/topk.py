@@ -5,6 +5,7 @@ way, with full runs (no recompiling)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 
 from fact.realize.spec import GemmSpec, Schedule, Sm90Tiles
@@ -37,8 +38,11 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
         if twin is not None and twin.key not in {k.key for k in (*kernels, *finalists)}:
             finalists.append(twin)
     sweep: list[Config] = [c for c in seeds if c.spec.key in {f.key for f in finalists}]
-    for spec in finalists:
-        sweep += [c for c in space.configs(spec) if c.key not in {s.key for s in sweep}]
+    # one config of each kernel in turn: the first batch then holds every finalist and twin, and the
+    # twins (not built for the prescreen) build in parallel rather than one batch after another
+    for config in itertools.chain.from_iterable(itertools.zip_longest(*(space.configs(f) for f in finalists))):
+        if config is not None and config.key not in {s.key for s in sweep}:
+            sweep.append(config)
     for start in range(0, len(sweep), options.batch):
         if evaluate.exhausted or not math.isfinite(results[0][0] if results else math.inf):
             return
