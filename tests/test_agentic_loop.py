@@ -36,6 +36,13 @@ def _task(act: torch.nn.Module, name: str = "hardswish"):
     return tasks[0]
 
 
+@pytest.mark.parametrize("act", [torch.nn.Dropout(), torch.nn.AlphaDropout(), torch.nn.RReLU()],
+                         ids=["dropout", "alpha_dropout", "rrelu"])
+def test_an_op_drawing_at_random_in_training_is_no_task(act: torch.nn.Module) -> None:
+    module = torch.nn.Sequential(torch.nn.Linear(256, 512), act).to(BF16).train()
+    assert find_tasks(capture(module, [torch.randn(128, 256, dtype=BF16)])) == []
+
+
 @pytest.fixture(scope="module")
 def task():
     return _task(torch.nn.Hardswish())

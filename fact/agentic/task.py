@@ -76,6 +76,8 @@ def _is_unary_elementwise(node: Any, root: Any) -> str | None:
     base = kind.split(":")[-1].lower()
     if kind in LAYOUT_OPS or base in ACTIVATIONS or base in ("gelu", "dropout", "identity"):
         return None
+    if base.endswith("_active"):  # a dropout or RReLU drawing at random in training: no kernel verifies
+        return None
     spec, src = node.meta.get("fact_spec"), op.tensors[0].meta.get("fact_spec")
     if spec is None or src is None or spec.shape != src.shape:
         return None
