@@ -436,6 +436,29 @@ def test_second_run_costs_no_gpu_time(tmp_path: Path) -> None:
     assert second.best is not None and first.best is not None and second.best[0].key == first.best[0].key
 
 
+def test_database_answers_come_back_in_the_order_asked(tmp_path: Path) -> None:
+    """A prescreen of which the database already holds some kernels picks the finalists a clean run
+    picks: evaluate returns database answers and new measurements in the order of the configs."""
+    t = target()
+    rec, space = recorded(t), enumerate_space(t)
+
+    def full_sweeps(result) -> set[str]:  # type: ignore[no-untyped-def]
+        n: dict[str, int] = {}
+        for spec, _ in result.measurements:
+            n[spec.key] = n.get(spec.key, 0) + 1
+        return {k for k, v in n.items() if v == len(space.knobs[k])}
+
+    clean = _sweep(t, ReplayRunner(rec), "topk", top_k=6, finalists=1)
+    finalists = full_sweeps(clean)
+    prescreened = [s for s, _ in clean.measurements if s.key not in finalists]
+    db = db_at(tmp_path / "t.sqlite")
+    for spec in prescreened[-2:]:  # an earlier run measured the last two kernels of the prescreen
+        db.record(t, spec, next(m for m in rec if m.spec_key == spec.key
+                                and m.knobs == space.knobs[spec.key][0].to_json()))
+    again = _sweep(t, ReplayRunner(rec), "topk", db=db, top_k=6, finalists=1)
+    assert full_sweeps(again) == finalists
+
+
 def test_interrupted_sweep_resumes(tmp_path: Path) -> None:
     t = target(2048, 4096, 8192)
     rec = recorded(t)

@@ -163,21 +163,21 @@ class Sweep:
 
     def __call__(self, configs: Sequence[Config], reps: int | None = None) -> list[Measurement]:
         reps = reps or self.reps
-        out: list[Measurement] = []
-        fresh: list[Config] = []
-        for c in configs:
+        got: dict[int, Measurement] = {}
+        fresh: list[int] = []
+        for i, c in enumerate(configs):
             known = self._known.get((c.spec.key, c.knobs.to_json()))
             if known is not None and (known.runs >= reps or not known.ok):
                 self._store(c, known, cached=True)
-                out.append(known)
+                got[i] = known
             else:
-                fresh.append(c)
+                fresh.append(i)
         if self.budget.configs is not None:
             fresh = fresh[:max(self.budget.configs - self.budget.spent_configs, 0)]
         if fresh and not self.budget.exhausted:
-            out += self._measure(fresh, reps)
+            got.update(zip(fresh, self._measure([configs[i] for i in fresh], reps), strict=True))
         self._report()
-        return out
+        return [got[i] for i in sorted(got)]  # in the order asked: database answers and new ones mixed
 
     def libraries(self, specs: Sequence[GemmSpec]) -> dict[str, object]:
         """The built library of each spec (a failed build: its Measurement), building what this sweep
