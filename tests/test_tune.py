@@ -123,6 +123,22 @@ def test_knobs_are_run_time_and_splits_only_for_stream_k() -> None:
     assert any(s.mode is Mode.SPLITK_SERIAL for s in space.kernels)  # sm80 split-K for large K
 
 
+def test_stream_k_splits_follow_the_devices_sm_count() -> None:
+    """On an H100 PCIe (114 SMs) the prescreen's splits fill its SMs once, and no split fills them more
+    than twice: the counts are the device's, not the H100 SXM's 132."""
+    pcie = dataclasses.replace(H100_SXM, name="NVIDIA H100 PCIe", sms=114)
+    t = target(256, 256, 131072)
+    space = enumerate_space(t, pcie)
+    sk = [s for s in space.kernels if isinstance(s.tiles, Sm90Tiles) and s.tiles.scheduler is Scheduler.STREAMK]
+    assert sk
+    for spec in sk:
+        tm, tn, _ = spec.tiles.tile
+        tiles = (256 // tm) * (256 // tn)
+        first = space.knobs[spec.key][0]
+        assert tiles * first.splits <= 114 < tiles * first.splits * 2
+        assert all(tiles * k.splits <= 2 * 114 for k in space.knobs[spec.key])
+
+
 def test_batched_problems_get_batched_kernels() -> None:
     space = enumerate_space(target(512, 2048, 1024, batch=128))
     assert space.kernels and all(s.mode is Mode.BATCHED for s in space.kernels)

@@ -213,25 +213,26 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
                                             a_in_registers=split.in_registers, presplit=split.presplit))
 
 
-def sm90_knobs(spec: GemmSpec, problem: ProblemShape) -> list[Knobs]:
-    """The run-time knob settings worth sweeping for a built sm90 kernel on `problem`."""
+def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -> list[Knobs]:
+    """The run-time knob settings worth sweeping for a built sm90 kernel on `problem`, on a GPU of `sms`
+    SMs; the first is what a prescreen runs."""
     t = spec.tiles
     assert isinstance(t, Sm90Tiles)
-    reduction = default_knobs(spec)[3]  # the first setting is the untuned kernel's (what a prescreen runs)
+    reduction = default_knobs(spec)[3]  # the untuned kernel's setting is the first, but for fewer tiles than SMs
     knobs = [Knobs(r.value, s, 1, reduction) for r in Raster for s in SM90_SWIZZLES]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
         tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1]) * problem.batch
-        # more splits than fill the GPU twice over only add reduction work (132 SMs on an H100)
-        splits = [1] + [s for s in SM90_SPLITS if 1 < s <= k_tiles // 4 and tiles * s <= 2 * 132]
+        # more splits than fill the GPU twice over only add reduction work
+        splits = [1] + [s for s in SM90_SPLITS if 1 < s <= k_tiles // 4 and tiles * s <= 2 * sms]
         # the splits of a tile added in K order (deterministic), and by atomic adds (at once)
         heuristic = Raster.HEURISTIC.value
         knobs += [k for s in splits for k in (Knobs(heuristic, 1, s, 1), Knobs(heuristic, 1, s, 0)) if k not in knobs]
-        if tiles < 132 and len(splits) > 1:
+        if tiles < sms and len(splits) > 1:
             # fewer tiles than SMs (large K, small output): prescreen with the splits that fill the GPU once.
             # Stream-K's own decomposition of 8 narrow tiles ran 0.085 ms at 256x256x131072 on the H100,
             # 16 splits of them 0.060 ms, the best of every kernel (results/tune/h100_2026-11-24_largek/)
-            fill = Knobs(heuristic, 1, max(s for s in splits if tiles * s <= 132), reduction)
+            fill = Knobs(heuristic, 1, max(s for s in splits if tiles * s <= sms), reduction)
             knobs = [fill, *(k for k in knobs if k != fill)]
     return knobs
 
@@ -337,7 +338,7 @@ def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
                 rejected.append(Rejection(spec.name, *verdict))
                 continue
             kernels.append(spec)
-            knobs[spec.key] = sm90_knobs(spec, target.problem) if family is Arch.SM90 else [Knobs()]
+            knobs[spec.key] = sm90_knobs(spec, target.problem, device.sms) if family is Arch.SM90 else [Knobs()]
     if not kernels:
         counts = Counter(r.reason for r in rejected)
         top = "; ".join(f"{reason} ({n}x)" for reason, n in counts.most_common(3))
