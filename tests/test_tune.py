@@ -194,6 +194,25 @@ def test_ranking_prefers_stream_k_or_split_k_for_large_k() -> None:
     assert top.mode in (Mode.STREAMK, Mode.SPLITK_SERIAL)
 
 
+def test_split_k_partial_sums_order_the_memory_bound_large_k_kernels() -> None:
+    """At 256x256x131072 every stream-K kernel is bound by memory: its fp32 partial sums (one tile per SM,
+    written and read back) rank the narrow tiles first, by the bytes they save."""
+    t = target(256, 256, 131072)
+    kernels = enumerate_space(t).kernels
+    top = analytic_rank(kernels, t.problem, H100_SXM)[0]
+    assert top.tiles.scheduler is Scheduler.STREAMK and top.tiles.tile[:2] == (128, 64)
+
+    def coop(tile: tuple[int, int, int]) -> GemmSpec:
+        return next(s for s in kernels if type(s.tiles) is Sm90Tiles and s.tiles.tile == tile
+                    and s.tiles.cluster == (1, 1) and s.tiles.schedule is Schedule.COOPERATIVE
+                    and s.tiles.scheduler is Scheduler.STREAMK)
+
+    saved = 2 * 132 * (128 * 128 - 128 * 64) * 4 / 3350e9 * 1e3  # ms
+    wide, narrow = predict_ms(coop((128, 128, 64)), t.problem, H100_SXM), predict_ms(coop((128, 64, 64)), t.problem,
+                                                                                      H100_SXM)
+    assert wide - narrow == pytest.approx(saved, rel=1e-6)
+
+
 def test_ranking_prefers_large_tiles_for_a_large_square() -> None:
     t = target()
     top = analytic_rank(enumerate_space(t).kernels, t.problem, H100_SXM)[0]
