@@ -126,11 +126,12 @@ def main() -> int:
         chosen = [t for i, t in enumerate(chosen) if i in keep]
     # compile the union of every target's top-k kernels at once, on all cores
     wanted = {}
-    spaces: dict[int, Space] = {}
+    spaces: dict[int, Space | NoCandidateError] = {}
     for t, top_k in chosen:
         try:
             space = spaces[id(t)] = _space(t, device, args.kernels)
         except NoCandidateError as exc:
+            spaces[id(t)] = exc  # its reasons go to the target's row
             say(f"no candidate: {exc}")
             continue
         ranked, _ = rank(space.kernels, t.problem, device)
@@ -150,9 +151,10 @@ def main() -> int:
                             "reason": "deadline"})
             continue
         try:
-            if id(t) not in spaces:
-                raise NoCandidateError(f"no kernel matching {args.kernels!r} serves {t.problem}")
-            result = tune(t, runner=runner, builder=builder, db=db, strategy="topk", device=device, space=spaces[id(t)],
+            served = spaces[id(t)]
+            if isinstance(served, NoCandidateError):
+                raise served
+            result = tune(t, runner=runner, builder=builder, db=db, strategy="topk", device=device, space=served,
                           budget=Budget(configs=64, seconds=240),
                           options=strategies.Options(top_k=top_k, finalists=2, prescreen_reps=10, batch=16),
                           on_progress=lambda p: None, seed_from_nearest=False, runoff_rounds=args.runoff)

@@ -754,6 +754,22 @@ def test_large_k_sweep_script_covers_the_stream_k_space_on_the_cpu(tmp_path: Pat
     assert reductions == {0, 1}
 
 
+def test_tune_script_reports_why_a_target_has_no_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/gpu_tune.py --dry-run: a target no kernel serves is listed with the rules' reasons."""
+    import json
+    import sys
+
+    from scripts import gpu_tune
+
+    unserved = Target(Arch.SM80, DType.F32, Precision.TF32, Layout.COL, Layout.ROW, (Step("bias"), Step("residual")),
+                      ProblemShape(512, 512, 512))  # on sm80 an epilogue reads bias or residual, not both
+    monkeypatch.setattr(gpu_tune, "targets", lambda: [(unserved, 4)])
+    monkeypatch.setattr(sys, "argv", ["gpu_tune.py", "--out", str(tmp_path), "--dry-run", "--runoff", "0"])
+    assert gpu_tune.main() == 0
+    [row] = json.loads((tmp_path / "results.json").read_text())["not_served"]
+    assert "bias or residual, not both" in row["reason"]
+
+
 class ErrorReportingRunner(ReplayRunner):
     """A replay whose measurements carry errors against float64: each kernel's from its recording, the
     baseline's a fixed 2.5e-4 (as a worker measures them beside the times)."""
