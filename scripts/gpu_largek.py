@@ -100,6 +100,10 @@ def main() -> int:
     device, env, runner, builder = _machinery(args.dry_run)
     db = TuningDB(args.out / "tuning.sqlite", env)
     chosen = [(t, stream_k_space(enumerate_space(t, device), tiles)) for t in targets(args.exact, ks)]
+    for t, space in chosen:
+        if not space.kernels:  # --tiles none of whose tiles the rules keep for this shape
+            say(f"{t.problem} {t.dtype.value}: no stream-K kernel of the chosen tiles serves it; skipped")
+    chosen = [(t, space) for t, space in chosen if space.kernels]
     wanted = {s.key: s for _, space in chosen for s in space.kernels}
     say(f"building {len(wanted)} kernels, {getattr(builder, 'parallel', 1)} at a time")
     built = builder.build(list(wanted.values()))

@@ -754,6 +754,21 @@ def test_large_k_sweep_script_covers_the_stream_k_space_on_the_cpu(tmp_path: Pat
     assert reductions == {0, 1}
 
 
+def test_large_k_sweep_script_skips_a_shape_no_chosen_tile_serves(tmp_path: Path) -> None:
+    """scripts/gpu_largek.py --tiles with a tile no rule keeps: the shape is skipped with a line that says
+    so, not a crash."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "gpu_largek.py"), "--dry-run", "--tiles", "100x64x64",
+                           "--k", "131072", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "256x256x131072 bf16: no stream-K kernel of the chosen tiles serves it; skipped" in proc.stdout
+
+
 def test_tune_script_reports_why_a_target_has_no_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """scripts/gpu_tune.py --dry-run: a target no kernel serves is listed with the rules' reasons."""
     import json
