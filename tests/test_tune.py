@@ -459,6 +459,11 @@ def test_topk_sweeps_each_finalists_cluster_turned_the_other_way() -> None:
     assert len(full) == 2 and clusters == {(1, 2), (2, 1)}
     tiles = {dataclasses.replace(s.tiles, cluster=(1, 1)) for s in full.values()}
     assert len(tiles) == 1  # the same kernel but for its cluster
+    seen: list[tuple[int, int]] = []
+    tune(t, runner=ReplayRunner(recorded(t)), builder=NullBuilder(), strategy="topk", use_heuristics=False,
+         options=strategies.Options(top_k=4, finalists=1), runoff_rounds=0,
+         on_progress=lambda p: seen.append((p.done, p.planned)))
+    assert seen and all(done <= planned for done, planned in seen)  # the plan counts the twins: an ETA, not 0
 
 
 def test_second_run_costs_no_gpu_time(tmp_path: Path) -> None:

@@ -412,7 +412,8 @@ def _planned(strategy: str, space: Space, opts: strategies.Options, budget: Budg
     total = len(space.all_configs())
     if strategy == "topk":
         k = min(opts.top_k + len(opts.seeds), len(space.kernels))
-        finals = sorted((len(v) for v in space.knobs.values()), reverse=True)[:opts.finalists]
+        # the finalists and, at most as many, their cluster twins (strategies.topk)
+        finals = sorted((len(v) for v in space.knobs.values()), reverse=True)[:2 * opts.finalists]
         total = k + sum(finals)
     elif strategy == "model":
         total = min(total, opts.trials)
