@@ -38,11 +38,13 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
         if twin is not None and twin.key not in {k.key for k in (*kernels, *finalists)}:
             finalists.append(twin)
     sweep: list[Config] = [c for c in seeds if c.spec.key in {f.key for f in finalists}]
+    swept = {c.key for c in sweep}
     # one config of each kernel in turn: the first batch then holds every finalist and twin, and the
     # twins (not built for the prescreen) build in parallel rather than one batch after another
     for config in itertools.chain.from_iterable(itertools.zip_longest(*(space.configs(f) for f in finalists))):
-        if config is not None and config.key not in {s.key for s in sweep}:
+        if config is not None and config.key not in swept:
             sweep.append(config)
+            swept.add(config.key)
     for start in range(0, len(sweep), options.batch):
         if evaluate.exhausted or not math.isfinite(results[0][0] if results else math.inf):
             return
@@ -62,12 +64,11 @@ def _missing_schedules(ranked: list[GemmSpec], chosen: list[GemmSpec]) -> list[G
     return out
 
 
-
 def _cluster_twin(space: Space, spec: GemmSpec) -> GemmSpec | None:
     """`spec` with its two-CTA cluster turned the other way, where the space holds it. The model scores
     a 2x1 and a 1x2 cluster alike (each shares one operand's tile), so a finalist's twin is swept with
-    it: on the H100 the 2x1 twin of a 1x2 kernel won four of the five targets it was built for
-    (results/tune/h100_2026-11-24_tf32_clusters/, results/tune/h100_2026-11-24_mingpt_clusters/)."""
+    it. On the H100 a 2x1 cluster won six of the nine targets tuned with twins, where the top-k had
+    built 1x2 clusters only (results/tune/h100_2026-11-24_targets/)."""
     t = spec.tiles
     if not isinstance(t, Sm90Tiles) or t.cluster not in ((1, 2), (2, 1)):
         return None
