@@ -18,13 +18,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 EXACT_SHAPES = [(1, 4096, 4096, 4096), (128, 512, 2048, 1024), (1, 256, 256, 524288), (1, 256, 256, 131072)]
 
 
 def cases() -> list[tuple[str, tuple[int, int, int, int]]]:
-    from scripts.gpu_tune import SHAPES, TF32_SHAPES
+    from gpu_tune import SHAPES, TF32_SHAPES  # beside this script, on sys.path when it runs
 
     return ([("bf16", s) for s in SHAPES] + [("tf32", s) for s in TF32_SHAPES]
             + [("exact", s) for s in EXACT_SHAPES])
