@@ -8,6 +8,7 @@ import math
 import multiprocessing as mp
 import pickle
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -464,6 +465,20 @@ def test_topk_sweeps_each_finalists_cluster_turned_the_other_way() -> None:
          options=strategies.Options(top_k=4, finalists=1), runoff_rounds=0,
          on_progress=lambda p: seen.append((p.done, p.planned)))
     assert seen and all(done <= planned for done, planned in seen)  # the plan counts the twins: an ETA, not 0
+
+
+def test_a_budget_cuts_the_twins_configs_before_its_finalists() -> None:
+    t = target(65536, 3072, 768)
+    space = enumerate_space(t)
+    free = _sweep(t, ReplayRunner(recorded(t)), "topk", top_k=4, finalists=1)
+    order = list(dict.fromkeys(spec.key for spec, _ in free.measurements))
+    counts = Counter(spec.key for spec, _ in free.measurements)
+    finalist, twin = max(order[:4], key=counts.__getitem__), order[4]  # the prescreen, then the twin
+    n = len(space.knobs[finalist])
+    # the finalist's prescreen config is measured already: n - 1 more of it, and 3 of the twin
+    cut = _sweep(t, ReplayRunner(recorded(t)), "topk", Budget(configs=4 + n + 2), top_k=4, finalists=1)
+    got = Counter(spec.key for spec, _ in cut.measurements)
+    assert got[finalist] == n and got[twin] == 3
 
 
 def test_second_run_costs_no_gpu_time(tmp_path: Path) -> None:

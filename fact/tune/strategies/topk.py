@@ -39,10 +39,11 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
             finalists.append(twin)
     sweep: list[Config] = [c for c in seeds if c.spec.key in {f.key for f in finalists}]
     swept = {c.key for c in sweep}
-    # one config of each kernel in turn: the first batch then holds every finalist and twin, and the
-    # twins (not built for the prescreen) build in parallel rather than one batch after another
-    for config in itertools.chain.from_iterable(itertools.zip_longest(*(space.configs(f) for f in finalists))):
-        if config is not None and config.key not in swept:
+    # the first config of every kernel opens the sweep, so the twins (not built for the prescreen) build
+    # in one parallel batch; then the finalists' other configs, and the twins' last (a budget cuts those)
+    groups = [space.configs(f) for f in finalists]
+    for config in itertools.chain((g[0] for g in groups if g), *(g[1:] for g in groups)):
+        if config.key not in swept:
             sweep.append(config)
             swept.add(config.key)
     for start in range(0, len(sweep), options.batch):
