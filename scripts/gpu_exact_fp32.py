@@ -139,7 +139,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | inf | nan | inf_tf32 | nan_low
+    inputs: str = "uniform"  # uniform | wide | denormal | subnormal | inf | nan | inf_tf32 | nan_low
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -190,6 +190,9 @@ def cases(quick: bool = False) -> list[Case]:
         Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs, *checked)),  # M, N, K off the tiles
         Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32", *checked), timed=False),
         Case("denormal", (1, 512, 512, 2048), "denormal", timed=False,
+             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
+        # every entry of A subnormal, B's near 1e19: normal products of subnormal operands
+        Case("subnormal_inputs", (1, 512, 512, 2048), "subnormal", timed=False,
              kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
@@ -288,6 +291,8 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         return u
 
     a, w = draw(b, m, k), draw(b, n, k)
+    if case.inputs == "subnormal":  # |a| < 1e-39 (below fp32's normal range), |w| < 1e19
+        a, w = a * 1e-39, w * 1e19
     if case.inputs in ("inf", "nan", "inf_tf32"):
         bad = float("nan") if case.inputs == "nan" else float("inf")
         a[0, 3, 5] = bad

@@ -321,9 +321,11 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
 @pytest.mark.nvcc
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                     reason="needs an sm90 GPU")
-@pytest.mark.parametrize("inputs", ["uniform", "wide"])
+@pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny"])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
-    """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs."""
+    """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs.
+    `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal range and whose
+    residual products (2^-11 of them) below it, unless the kernel scales the small parts."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
@@ -334,6 +336,8 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> Non
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
         if inputs == "wide":
             a, w = a * 10.0 ** (a * 4), w * 10.0 ** (w * 4)
+        if inputs == "tiny":
+            a, w = a * 1e-19, w * 1e-19
         ref = a.double() @ w.double().T
         out = torch.full((m, n), float("nan"), device="cuda")
         kernel(a, w.T, None, None, out)
@@ -358,5 +362,5 @@ def test_gpu_script_dry_run() -> None:
     assert plan["dry_run"] is True and plan["rows"] == []
     shapes = [tuple(c["shape"]) for c in plan["plan"]["cases"]]
     assert (1, 256, 256, 524288) in shapes and (1, 4096, 4096, 4096) in shapes and (128, 512, 2048, 1024) in shapes
-    assert {"denormal", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
+    assert {"denormal", "subnormal", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])

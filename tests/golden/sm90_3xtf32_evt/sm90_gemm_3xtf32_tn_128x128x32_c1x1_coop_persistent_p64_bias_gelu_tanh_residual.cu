@@ -96,6 +96,17 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
 // NaN a NaN and changes no finite x that gets there (their top ten mantissa bits are all ones). It is
 // free in the presplit pass, which memory bounds; in the mainloop's split it cost 14 % at 4096^3 on
 // the H100 (results/exact_fp32/h100_2026-11-23/nan_branch/), so there such a NaN becomes infinity.
+//
+// The small part is stored times kSmallScale = 2^10 and S is scaled back when it joins the sum
+// (finish). x - big is at most 2^-11 |x| (2^-10 |x| where big is truncated), so scaled it stays
+// below |x| and finite, and the residual products lie in big.big's range. Unscaled they sit 2^11
+// below it, and where the inputs' products are already small (entries near 1e-19) S falls below
+// fp32's normal range, which the tensor core does not keep: 1.7e-6 against SGEMM's 3.1e-7
+// (results/exact_fp32/h100_2026-11-22/). Powers of two scale exactly. With two accumulators the
+// residual products share P with big.big and are not scaled.
+constexpr float kSmallScale = 1024.f;
+constexpr float kSmallUnscale = 1.f / kSmallScale;
+
 template <bool kKeepLowNans = false>
 CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
   float const x = __uint_as_float(word);
@@ -104,7 +115,7 @@ CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
     big = kKeepLowNans ? (word & 0xffffe000u) | ((word & 0x7f800000u) >> 8) : word & 0xffffe000u;
   }
   float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // NaN stays NaN in both parts
-  small = fact_rna_tf32(rest);
+  small = fact_rna_tf32(rest * kSmallScale);
   word = big;
 }
 
@@ -313,7 +324,7 @@ struct FactSplitTf32Mainloop {
     for (int i = 0; i < size(accum); ++i) accum(i) += big(i);
   }
 
-  // accum = (accum + P) + S, once every wgmma is done.
+  // accum = (accum + P) + S / kSmallScale, once every wgmma is done.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
     // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
@@ -321,7 +332,7 @@ struct FactSplitTf32Mainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
       float const promoted = accum(i) + big(i);
-      accum(i) = isinf(promoted) ? promoted : promoted + small(i);
+      accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);
     }
   }
   // Consumer warpgroups: split each stage (unless presplit), then (big, big) -> P,
