@@ -117,6 +117,7 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["gemm_k16_p64_presplit"] = spec(promotion=64, **ps)
     out["gemm_k16_p128_c2x1_presplit"] = spec(promotion=128, cluster=(2, 1), **ps)
     out["gemm_k16_p128_c1x2_presplit"] = spec(promotion=128, cluster=(1, 2), **ps)
+    out["gemm_k16_p64_c2x1_presplit"] = spec(promotion=64, cluster=(2, 1), **ps)
     out["gemm_k32_p128_presplit"] = spec(tile=(128, 128, 32), promotion=128, presplit=True)
     out["gemm_n192_acc2_p64_presplit"] = spec(tile=(128, 192, 16), promotion=64, accumulators=2, presplit=True)
     out["batched_k16_p128_presplit"] = spec(Mode.BATCHED, promotion=128, **ps)
@@ -165,7 +166,8 @@ def cases(quick: bool = False) -> list[Case]:
                "streamk_k16_p128_c2x1_presplit")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
-                "gemm_k16_p128_c1x2_presplit", "gemm_k32_p128_presplit", "gemm_n192_acc2_p64_presplit")
+                "gemm_k16_p128_c1x2_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k32_p128_presplit",
+                "gemm_n192_acc2_p64_presplit")
     square, gemm = (*square, *presplit), (*gemm, *presplit)
     # bad inputs: the presplit kernels' numerics are the shared-memory split's
     checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit")
@@ -180,6 +182,9 @@ def cases(quick: bool = False) -> list[Case]:
         Case("batched_128x512x2048x1024", (128, 512, 2048, 1024), kernels=batched),
         Case("tensor3d_x_matrix", (1, 8 * 1024, 3072, 768), kernels=gemm),   # [8, 1024, 768] @ [768, 3072]
         Case("tensor4d_x_matrix", (1, 4 * 8 * 512, 1024, 1024), kernels=gemm),  # [4, 8, 512, 1024] @ [1024, 1024]
+        # minGPT's MLP projection (4C -> C, C = 768) over 64 x 1024 tokens: K = 3072, promoted every 64
+        Case("linear_k3072", (1, 65536, 768, 3072), seeds=(0,),
+             kernels=presplit),
         Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, *layouts("nn"))),
         Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, *layouts("tt"))),
         Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, *layouts("nt"))),

@@ -199,7 +199,7 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         with pytest.raises(SpecError, match="below K = 64"):
             spec_for(_match(k=60), arch)
         assert spec_for(_match(k=64), arch).math == "3xtf32"
-    assert [promotion_for(k) for k in (128, 1024, 4096, 524288)] == [32, 64, 128, 128]
+    assert [promotion_for(k) for k in (128, 1024, 2048, 4096, 524288)] == [32, 64, 64, 128, 128]
 
 
 def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() -> None:
@@ -267,7 +267,11 @@ def test_rendered_source_carries_the_design() -> None:
     assert "Sm90RowBroadcast" in text and "Sm90SrcFetch" in text and "FactAct2" in text  # EVT epilogue
     assert "using ElementC = float;" in text
     # an infinite big.big sum is the answer (SGEMM's), never inf + the residual's inf x 0 = NaN
-    assert "accum(i) = isinf(promoted) ? promoted : promoted + small(i);" in text
+    assert "accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);" in text
+    # the small parts scaled by 2^13 (exact), S scaled back: only where S has an accumulator of its own
+    assert "small = fact_rna_tf32(rest * kSmallScale);" in text and "constexpr float kSmallScale = 8192.f;" in text
+    acc2 = GemmSpec(**{**exact_sm90()[0].__dict__, "tiles": Sm90SplitTiles((128, 192, 16), accumulators=2)})
+    assert "constexpr float kSmallScale = 1.f;" in render(acc2).sources[f"{acc2.name}.cu"]
     plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
     assert "using ElementC = void;" in plain and "{{ " not in plain and "{%" not in plain
     assert "storage.a_small" in plain and "Tf32RsMma" not in plain
@@ -321,11 +325,12 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
 @pytest.mark.nvcc
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                     reason="needs an sm90 GPU")
-@pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny"])
+@pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "subnormal"])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
     """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs.
     `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal range and whose
-    residual products (2^-11 of them) below it, unless the kernel scales the small parts."""
+    residual products (2^-11 of them) below it, unless the kernel scales the small parts; `subnormal`:
+    A below fp32's normal range (about 1e-39), whose small parts TF32 holds only scaled by 2^13."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
@@ -338,6 +343,8 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> Non
             a, w = a * 10.0 ** (a * 4), w * 10.0 ** (w * 4)
         if inputs == "tiny":
             a, w = a * 1e-19, w * 1e-19
+        if inputs == "subnormal":
+            a, w = a * 1e-39, w * 1e19
         ref = a.double() @ w.double().T
         out = torch.full((m, n), float("nan"), device="cuda")
         kernel(a, w.T, None, None, out)
