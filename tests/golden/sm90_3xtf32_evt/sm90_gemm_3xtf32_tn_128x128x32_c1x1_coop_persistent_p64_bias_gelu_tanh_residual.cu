@@ -97,19 +97,17 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
 // free in the presplit pass, which memory bounds; in the mainloop's split it cost 14 % at 4096^3 on
 // the H100 (results/exact_fp32/h100_2026-11-23/nan_branch/), so there such a NaN becomes infinity.
 //
-// The small part is stored times kSmallScale = 2^13 and S is scaled back when it joins the sum (finish).
-// Both reasons lie below fp32's normal range (2^-126, about 1.2e-38), where the quantum is a fixed 2^-149:
-// - x - big holds the 13 bits of x below TF32's; for a subnormal x they lie under the smallest TF32
-//   quantum (2^-136), and rounding the small part drops them unless it is scaled by 2^13;
-// - the residual products lie 2^11 below big.big's; with inputs near 1e-19 S's running sum falls below
-//   the normal range, where every tensor-core step truncates to the fixed quantum.
-// Unscaled, those inputs gave 1.7e-6 against SGEMM's 3.1e-7, and scaled by 2^10 a subnormal A gave
-// 5.8e-6 against 4.1e-7. wgmma itself keeps subnormal operands, products and sums exactly
-// (results/exact_fp32/h100_2026-11-24_subnormal/). Scaled, |small| <= 4 |x|: finite for |x| below 2^126
-// (8.5e37); above it a small part can overflow, and the result be infinite where SGEMM's is not (only
-// when the other operand is below 4: a larger one overflows SGEMM's product too). Powers of two scale
-// exactly. With two accumulators the residual products share P with big.big and are not scaled.
-constexpr float kSmallScale = 8192.f;
+// The small part is stored times kSmallScale = 2^10 and S is scaled back when it joins the sum
+// (finish). The residual products lie 2^11 below big.big's: with inputs near 1e-19, S's running sum
+// falls below fp32's normal range (2^-126, about 1.2e-38), where its quantum is a fixed 2^-149 and
+// every tensor-core step truncates to it: 1.7e-6 against SGEMM's 3.1e-7 unscaled, 2.3e-7 scaled (wgmma
+// itself keeps subnormal operands, products and sums exactly: results/exact_fp32/h100_2026-11-24_subnormal/).
+// x - big is at most 2^-11 |x| (2^-10 |x| where big is truncated), so scaled it stays within |x| and
+// never overflows. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
+// small part loses the rest: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A is subnormal. A scale
+// of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. Powers of two
+// scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
+constexpr float kSmallScale = 1024.f;
 constexpr float kSmallUnscale = 1.f / kSmallScale;
 
 template <bool kKeepLowNans = false>
