@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -327,7 +328,7 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
                     reason="needs an sm90 GPU")
 @pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", pytest.param("subnormal", marks=pytest.mark.xfail(
     strict=True, reason="a subnormal operand keeps fewer bits in TF32: 5.8e-6 against SGEMM's 4.1e-7 on the H100"))])
-def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> None:
+def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs.
     `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal range and whose
     residual products (2^-11 of them) below it, unless the kernel scales the small parts; `subnormal`:
@@ -336,8 +337,14 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path: Path) -> Non
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    kernel = build(render(exact_sm90()[0]), BuildCache(tmp_path))
+    cache = BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds")  # one build per interval, not per case
+
+    def kernel_for(k: int) -> Any:  # the promotion interval fact picks for this depth
+        tiles = dataclasses.replace(exact_sm90()[0].tiles, promotion=promotion_for(k))
+        return build(render(dataclasses.replace(exact_sm90()[0], tiles=tiles)), cache)
+
     for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 65536)):
+        kernel = kernel_for(k)
         g = torch.Generator(device="cuda").manual_seed(k)
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
         if inputs == "wide":
