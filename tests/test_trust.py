@@ -764,6 +764,95 @@ def test_an_rrelu_read_as_a_leaky_relu_serves_only_while_it_is_one() -> None:
     assert not torch.equal(first, second)  # the original RReLU, drawing its slopes
 
 
+# The functional forms, by their `training` flag where it is a constant of the graph: False (given or
+# by default) is the module in eval mode, True the module in training; defaults differ by function
+_FUNCTIONAL_DROPOUTS = pytest.mark.parametrize(("fn", "shape", "drops_by_default"), [
+    (F.dropout1d, (4, 64, 256), True),
+    (F.dropout2d, (2, 4, 16, 256), True),
+    (F.dropout3d, (2, 2, 4, 16, 256), True),
+    (F.alpha_dropout, (64, 256), False),
+    (F.feature_alpha_dropout, (2, 4, 16, 256), False),
+], ids=["dropout1d", "dropout2d", "dropout3d", "alpha", "feature-alpha"])
+_FLAGS = {"false": lambda fn, y: fn(y, 0.5, training=False), "false-positional": lambda fn, y: fn(y, 0.5, False),
+          "true": lambda fn, y: fn(y, 0.5, training=True), "default": lambda fn, y: fn(y, 0.5)}
+
+
+@_FUNCTIONAL_DROPOUTS
+@pytest.mark.parametrize("flag", list(_FLAGS))
+@pytest.mark.parametrize("level", ["module", "aten"])
+def test_every_functional_dropout_is_read_as_its_module_by_its_literal_flag(fn, shape, drops_by_default, flag,
+                                                                            level) -> None:
+    """Not training, the identity: it joins the match, which the float64 check verifies; dropping, it
+    ends the match as a dropout module in training does."""
+    drops = flag == "true" or (flag == "default" and drops_by_default)
+    module = LinearThen(lambda y: torch.relu(_FLAGS[flag](fn, y))).eval()
+    x = [torch.randn(shape)]
+    captured = capture(module, x, level=level)
+    plan = fact.discover(module, x, arch="sm90", level=level)
+    [item] = plan.items
+    assert len(item.match.nodes) == (1 if drops else 3)
+    assert item.match.epilogue == (("bias",) if drops else ("bias", "relu"))
+    reasons = [r.reason for r in plan.rejections]
+    assert any("an active dropout (p=0.5, in training)" in r for r in reasons) is drops, reasons
+    [verdict] = check_matches(captured, [item.match], x)
+    assert verdict.agrees and verdict.rel_err < 1e-12
+
+
+@pytest.mark.parametrize("fn", [lambda y: torch.dropout(y, 0.5, False), lambda y: torch.feature_dropout(y, 0.5, False),
+                                lambda y: torch.alpha_dropout(y, 0.5, False),
+                                lambda y: torch.feature_alpha_dropout(y, 0.5, False)],
+                         ids=["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"])
+def test_the_torch_spellings_of_a_dropout_not_training_are_the_identity(fn) -> None:
+    plan = _plan(LinearThen(lambda y: torch.relu(fn(y))), [torch.randn(2, 4, 16, 256)])
+    [item] = plan.items
+    assert len(item.match.nodes) == 3 and item.match.epilogue == ("bias", "relu")
+
+
+@pytest.mark.parametrize(("fn", "slope"), [
+    (lambda y: F.rrelu(y, 0.1, 0.3), 0.2),
+    (lambda y: F.rrelu(y, 0.1, 0.3, False), 0.2),
+    (lambda y: F.rrelu(y, lower=0.1, upper=0.3, training=False), 0.2),
+    (lambda y: F.rrelu(y), (1 / 8 + 1 / 3) / 2),
+    (lambda y: F.rrelu(y, 0.2, 0.2, True), 0.2),
+    (lambda y: torch.rrelu(y, 0.1, 0.3, False), 0.2),
+    (lambda y: F.rrelu(y, 0.1, 0.3, training=True), None),
+    (lambda y: torch.rrelu(y, 0.1, 0.3, True), None),
+], ids=["default", "false", "keywords", "default-bounds", "one-slope-training", "torch", "training", "torch-training"])
+@pytest.mark.parametrize("level", ["module", "aten"])
+def test_a_functional_rrelu_is_read_as_its_module_by_its_literal_flag(fn, slope, level) -> None:
+    """A leaky_relu of its mean slope where it draws none, verified in float64; drawing, it ends the match."""
+    captured = capture(LinearThen(fn), X, level=level)
+    plan = fact.discover(LinearThen(fn), X, arch="sm90", level=level)
+    [item] = plan.items
+    reasons = [r.reason for r in plan.rejections]
+    assert any("an RReLU in training draws its negative slope from [0.1, 0.3]" in r
+               for r in reasons) is (slope is None), reasons
+    if slope is None:
+        assert len(item.match.nodes) == 1 and item.match.epilogue == ("bias",)
+        return
+    assert len(item.match.nodes) == 2 and item.match.epilogue == ("bias", "leaky_relu")
+    assert item.match.epilogue_args[1] == (pytest.approx(slope), None)
+    [verdict] = check_matches(captured, [item.match], X)
+    assert verdict.agrees and verdict.rel_err < 1e-12
+
+
+@pytest.mark.parametrize(("fn", "kind"), [
+    (lambda y: F.dropout(y, 0.5, training=y.size(0) > 64), "dropout"),
+    (lambda y: F.dropout1d(y, 0.5, y.size(0) > 64), "dropout1d"),
+    (lambda y: F.alpha_dropout(y, 0.5, training=y.size(0) > 64), "alpha_dropout"),
+    (lambda y: F.feature_alpha_dropout(y, 0.5, y.size(0) > 64), "feature_alpha_dropout"),
+    (lambda y: F.rrelu(y, 0.1, 0.3, training=y.size(0) > 64), "rrelu"),
+], ids=["dropout", "dropout1d", "alpha", "feature-alpha", "rrelu"])
+def test_a_functional_dropout_or_rrelu_whose_flag_is_computed_stays_opaque(fn, kind) -> None:
+    """A flag the graph computes is no one mode: neither reading holds for every call."""
+    plan = _plan(LinearThen(lambda y: torch.relu(fn(y))), X)
+    [item] = plan.items
+    assert item.match.nodes == ("lin",) and item.match.epilogue == ("bias",)
+    reasons = [r.reason for r in plan.rejections]
+    assert f"no pattern covers '{kind}': it stays in PyTorch" in reasons, reasons
+    assert not any("in training" in r for r in reasons), reasons
+
+
 def test_a_p0_dropout_in_training_is_read_by_its_p_so_the_kernel_serves() -> None:
     """A p = 0 Dropout is the identity in either mode: the kernel reading it so carries its p, not
     its mode, and serves while p stays 0."""

@@ -8,6 +8,7 @@ operands, scalar operands and attributes, so the pattern rules are written once.
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ _ATEN_RENAME = {"_softmax": "softmax", "t": "transpose", "scaled_dot_product_att
                 "_unsafe_view": "view", "relu_": "relu", "add_": "add", "mul_": "mul",
                 "masked_fill_": "masked_fill", "div_": "div", "silu_": "silu", "gelu_": "gelu",
                 "clamp_min": "clamp", "clamp_max": "clamp", "_to_copy": "to", "lift_fresh_copy": "identity",
-                "native_dropout": "dropout", "slice": "getitem", "select": "getitem", "eq": "eq",
+                "native_dropout": "dropout", "feature_dropout": "dropout", "alpha_dropout": "dropout",
+                "feature_alpha_dropout": "dropout", "slice": "getitem", "select": "getitem", "eq": "eq",
                 "rsub": "rsub", "neg": "neg", "erf": "erf", "exp": "exp", "sqrt": "sqrt", "pow": "pow"}
 
 # Tensor methods by their operator names, as some torch versions write `mask == 0` in a Dynamo graph
@@ -59,12 +61,18 @@ def _functions() -> dict[Any, str]:
         F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh", F.leaky_relu: "leaky_relu",
         F.hardtanh: "hardtanh", F.relu6: "hardtanh", torch.clamp: "clamp", F.mish: "mish",
         torch.softmax: "softmax", F.softmax: "softmax", F.scaled_dot_product_attention: "sdpa",
-        F.dropout: "dropout", torch.erf: "erf", torch.exp: "exp", torch.sqrt: "sqrt",
+        torch.erf: "erf", torch.exp: "exp", torch.sqrt: "sqrt",
         torch.transpose: "transpose", torch.permute: "permute", torch.reshape: "reshape",
         torch.flatten: "flatten", operator.getitem: "getitem", torch.tril: "tril", torch.ones: "ones",
         operator.eq: "eq", torch.eq: "eq", torch.masked_fill: "masked_fill", math.sqrt: "pysqrt",
         torch.layer_norm: "layer_norm", F.layer_norm: "layer_norm", F.embedding: "embedding",
         getattr: "getattr", torch.t: "transpose",
+        # the identity where their `training` flag is a literal False, as the nn modules are in eval mode;
+        # an RReLU there a leaky_relu of its mean slope (op_of, _random_reading)
+        F.dropout: "dropout", F.dropout1d: "dropout", F.dropout2d: "dropout", F.dropout3d: "dropout",
+        F.alpha_dropout: "dropout", F.feature_alpha_dropout: "dropout", torch.dropout: "dropout",
+        torch.feature_dropout: "dropout", torch.alpha_dropout: "dropout", torch.feature_alpha_dropout: "dropout",
+        F.rrelu: "rrelu", torch.rrelu: "rrelu",
     }
     return table
 
@@ -139,14 +147,53 @@ def _bounds(node: Any, kind: str) -> dict[str, float | None]:
     return {"min": lo, "max": hi}
 
 
-def _dropout_active(node: Any) -> bool:
-    """Whether a functional dropout drops values in the captured graph: F.dropout's `training`
-    defaults to True whatever the module's mode, so F.dropout(x, 0.1) is random at inference, not
-    the identity that nn.Dropout is in eval mode (ATen's dropout and native_dropout say it in `train`)."""
-    args, kwargs = node.args, node.kwargs
-    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
-    return training is not False and p != 0
+_UNSET = object()  # an argument a call leaves out and whose default its target does not declare
+
+
+def _argument(node: Any, names: tuple[str, ...], position: int) -> Any:
+    """A call's argument by keyword (any of `names`) or `position`, else the default its target declares
+    (_UNSET where it declares none that fact can read: a builtin such as torch.rrelu)."""
+    for name in names:
+        if name in node.kwargs:
+            return node.kwargs[name]
+    if len(node.args) > position:
+        return node.args[position]
+    schema = getattr(node.target, "_schema", None)  # an ATen overload declares its defaults in its schema
+    if schema is not None:
+        defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    else:
+        try:
+            parameters = inspect.signature(node.target).parameters
+        except (TypeError, ValueError):
+            return _UNSET
+        defaults = {n: p.default for n, p in parameters.items() if p.default is not inspect.Parameter.empty}
+    return next((defaults[name] for name in names if name in defaults), _UNSET)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _random_reading(kind: str, node: Any) -> tuple[str, dict[str, Any]] | None:
+    """How a functional dropout or RReLU reads, by its `training` flag, as the nn module of the same
+    mode does (a literal False is eval mode): the identity or a leaky_relu of the mean slope, or, drawing
+    at random, "dropout_active" / "rrelu_active". None when no one reading holds for every call: a flag
+    (or bound) that is not a constant in the graph. The defaults differ: F.dropout and its 1d/2d/3d kin
+    drop unless told not to, whatever the module's mode; F.alpha_dropout, F.feature_alpha_dropout and
+    F.rrelu do not (ATen's dropouts say it in `train`)."""
+    if kind == "dropout":
+        p = _argument(node, ("p",), 1)
+        training = _argument(node, ("training", "train"), 2)
+        if training is False or (_number(p) and p == 0):  # the identity in either mode
+            return "dropout", {}
+        return ("dropout_active", {"p": p}) if training is True else None
+    lower, upper = _argument(node, ("lower",), 1), _argument(node, ("upper",), 2)
+    training = _argument(node, ("training",), 3)
+    if not (_number(lower) and _number(upper) and isinstance(training, bool)):
+        return None
+    if training and lower != upper:
+        return "rrelu_active", {"lower": lower, "upper": upper}  # a slope drawn per element
+    return "leaky_relu", {"negative_slope": (lower + upper) / 2}
 
 
 # The settings of a called module that its reading depends on: the kernel carries their values, so a
@@ -228,11 +275,12 @@ def op_of(node: Any, root: Any) -> Op | None:
         return None
     target = node.target
     kind = _FUNCS.get(target)
-    if kind is None and "aten." in str(target):
-        name = str(target).split("aten.")[1].split(".")[0]
-        kind = _ATEN_RENAME.get(name, name)
+    aten = str(target).split("aten.")[1].split(".")[0] if kind is None and "aten." in str(target) else None
+    opaque = aten or "fn:" + getattr(target, "__name__", str(target))
+    if aten is not None:
+        kind = _ATEN_RENAME.get(aten, aten)
     if kind is None:
-        return Op("fn:" + getattr(target, "__name__", str(target)), node, *_split_args(node.args))
+        return Op(opaque, node, *_split_args(node.args))
     tensors, scalars = _split_args(_call_args(kind, node))
     attrs = dict(node.kwargs)
     if kind == "softmax" and len(node.args) > 1:
@@ -243,9 +291,12 @@ def op_of(node: Any, root: Any) -> Op | None:
         attrs.setdefault("negative_slope", node.args[1])
     if kind in ("hardtanh", "clamp"):
         attrs.update(_bounds(node, kind))
-    if kind == "dropout" and _dropout_active(node):
-        kind = "dropout_active"
-        attrs["p"] = node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 0.5)
+    if kind in ("dropout", "rrelu"):
+        reading = _random_reading(kind, node)
+        if reading is None:
+            return Op(opaque, node, *_split_args(node.args))
+        kind, found = reading
+        attrs.update(found)
     if kind == "sdpa":
         attrs.setdefault("is_causal", bool(node.kwargs.get("is_causal", node.args[5] if len(node.args) > 5 else False)))
         mask = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
