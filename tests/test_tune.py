@@ -16,11 +16,11 @@ import pytest
 
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
-from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm90SplitTiles, Sm90Tiles, Step
+from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90SplitTiles, Sm90Tiles, Step
 from fact.tune import strategies
 from fact.tune.candidates import NoCandidateError, Target, enumerate_space
 from fact.tune.db import Environment, TuningDB, spec_from_json, spec_to_json
-from fact.tune.device import H100_SXM, DeviceProfile
+from fact.tune.device import A100_SXM, H100_SXM, DeviceProfile
 from fact.tune.measurement import Measurement, Status, categorise, failure, summarise
 from fact.tune.rank import analytic_rank, predict_ms, rank
 from fact.tune.request import BenchRequest, Config, Knobs
@@ -212,6 +212,46 @@ def test_split_k_partial_sums_order_the_memory_bound_large_k_kernels() -> None:
     wide, narrow = predict_ms(coop((128, 128, 64)), t.problem, H100_SXM), predict_ms(coop((128, 64, 64)), t.problem,
                                                                                       H100_SXM)
     assert wide - narrow == pytest.approx(saved, rel=1e-6)
+
+
+# An A100 whose arithmetic is free: every prediction is its memory term, so differences are bytes moved.
+_MEMORY_ONLY = dataclasses.replace(A100_SXM, peak_tflops={k: 1e9 for k in A100_SXM.peak_tflops})
+
+
+@pytest.mark.parametrize("dtype,precision,instruction", [(DType.BF16, Precision.BF16, (16, 8, 16)),
+                                                         (DType.F32, Precision.TF32, (16, 8, 8))])
+def test_sm80_serial_split_k_moves_its_partials_through_d_in_the_output_type(
+        dtype: DType, precision: Precision, instruction: tuple[int, int, int]) -> None:
+    """CUTLASS 2.x serial split-K accumulates partition after partition onto D itself (gemm_universal.h:
+    the later partitions read D as their source): splits - 1 partial outputs of the output type written
+    and read back, not the sm90 scheduler's fp32 workspace tile per split (the old charge: 16 x 4 bytes
+    written and read per bf16 output element at 16 splits, against 15 x 2 now)."""
+    m = n = 4096
+    p = ProblemShape(m, n, 65536)
+    tiles = Sm80Tiles((128, 128, 32), (64, 64, 32), instruction, 4)
+    plain = GemmSpec(Arch.SM80, dtype, precision, Layout.ROW, Layout.COL, (), Mode.GEMM, tiles)
+    for splits in (2, 16):
+        split = dataclasses.replace(plain, mode=Mode.SPLITK_SERIAL, tiles=dataclasses.replace(tiles, split_k=splits))
+        split.validate()
+        partials = 2 * (splits - 1) * m * n * dtype.bits // 8
+        extra = predict_ms(split, p, _MEMORY_ONLY) - predict_ms(plain, p, _MEMORY_ONLY)
+        assert extra == pytest.approx(partials / (A100_SXM.bandwidth_gbs * 1e9) * 1e3, rel=1e-9)
+
+
+def test_sm80_parallel_split_k_writes_every_splits_fp32_partial() -> None:
+    """GemmSplitKParallel writes each split's fp32 M x N partial to a workspace (gemm_splitk_parallel.h's
+    workspace size) that a reduction kernel reads: twice as many bytes per element as bf16 serial
+    split-K moves through D, and one split more."""
+    m = n = 4096
+    p = ProblemShape(m, n, 65536)
+    tiles = Sm80Tiles((128, 128, 32), (64, 64, 32), (16, 8, 16), 4, split_k=8)
+    serial = GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (), Mode.SPLITK_SERIAL, tiles)
+    parallel = dataclasses.replace(serial, mode=Mode.SPLITK_PARALLEL)
+    plain = dataclasses.replace(serial, mode=Mode.GEMM, tiles=dataclasses.replace(tiles, split_k=1))
+    parallel.validate()
+    extra = predict_ms(parallel, p, _MEMORY_ONLY) - predict_ms(plain, p, _MEMORY_ONLY)
+    assert extra == pytest.approx(2 * 8 * m * n * 4 / (A100_SXM.bandwidth_gbs * 1e9) * 1e3, rel=1e-9)
+    assert predict_ms(parallel, p, _MEMORY_ONLY) > predict_ms(serial, p, _MEMORY_ONLY)
 
 
 def test_ranking_prefers_large_tiles_for_a_large_square() -> None:

@@ -19,11 +19,17 @@ mainloop does not cover of the rest. Calibrated at K=4096, the term overstates t
 (where a persistent kernel's producer prefetches the next tile during the epilogue): the top-k
 strategy therefore always builds the best kernel of each schedule as well.
 
-Split K adds the fp32 partial sums its pieces write and read back: tiles * splits pieces for split-K,
-and for stream-K's own decomposition one piece per SM when the tiles do not fill whole waves. At
-large K with a small output every kernel is bound by memory, and this term orders them: on the H100
-at 256x256x131072 the fewest, smallest partial sums won (128x64 tiles in 16 splits at 0.060 ms
-against 0.067 ms for 128x128 in 32; results/tune/h100_2026-11-24_largek/).
+Split K adds the partial sums its pieces write and read back, as each family's kernels move them.
+sm90 split-K and stream-K (and the sm80 stream-K kernel) write fp32 accumulator tiles to a workspace
+that the tile's last piece reads: tiles * splits pieces for split-K, and for stream-K's own
+decomposition one piece per SM when the tiles do not fill whole waves. At large K with a small
+output every kernel is bound by memory, and this term orders them: on the H100 at 256x256x131072 the
+fewest, smallest partial sums won (128x64 tiles in 16 splits at 0.060 ms against 0.067 ms for
+128x128 in 32; results/tune/h100_2026-11-24_largek/). sm80 serial split-K (CUTLASS 2.x
+GemmUniversal, kGemm with split_k K partitions) passes its partials through D itself, in the output
+type, one partition after another behind a semaphore: splits - 1 partial M x N outputs written and
+read back (the final write is D's own). sm80 parallel split-K (GemmSplitKParallel) writes every
+split's fp32 M x N partial to a workspace that a reduction kernel reads.
 
 tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
 saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,
@@ -81,7 +87,7 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
         wm, wn, _ = t.warp
         eff = _tile_efficiency(tm, tn) * min(1.0, (wm * wn / 4096) ** 0.25) * min(1.0, t.stages / 4) ** 0.3
         streamk = spec.mode is Mode.STREAMK
-        splits = max(splits, t.split_k if spec.mode is Mode.SPLITK_SERIAL else 1)
+        splits = max(splits, t.split_k if spec.mode in (Mode.SPLITK_SERIAL, Mode.SPLITK_PARALLEL) else 1)
     peak_per_sm = device.peak(spec.math, family) * 1e12 / device.sms  # flop/s
     step_s = 2.0 * tm * tn * tk / (peak_per_sm * max(eff, 1e-3))
     tiles = math.ceil(problem.m / tm) * math.ceil(problem.n / tn) * problem.batch
@@ -102,15 +108,28 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
     elem = spec.dtype.bits // 8
     residual = any(s.kind == "residual" for s in spec.epilogue)
     moved = (problem.m * problem.k + problem.n * problem.k + problem.m * problem.n * (2 if residual else 1)) * elem
-    if streamk and splits <= 1:
-        pieces = device.sms if tiles % device.sms else 0
-    else:
-        pieces = tiles * splits if splits > 1 else 0
-    partials = 2 * pieces * tm * tn * 4  # fp32, written once and read back once
-    memory = (moved * problem.batch + partials) / (device.bandwidth_gbs * 1e9)
+    memory = (moved * problem.batch + _partial_bytes(spec, problem, device, tiles, (tm, tn), splits, streamk)) \
+        / (device.bandwidth_gbs * 1e9)
     copied = (problem.m * problem.k if spec.copies_a else 0) + (problem.n * problem.k if spec.copies_b else 0)
     copies = 2 * copied * elem * problem.batch / (COPY_SHARE * device.bandwidth_gbs * 1e9)
     return (max(compute, memory) + copies + LAUNCH_US * 1e-6) * 1e3
+
+
+def _partial_bytes(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, tiles: int,
+                   tile: tuple[int, int], splits: int, streamk: bool) -> int:
+    """Bytes of partial sums written and read back (see the module docstring)."""
+    tm, tn = tile
+    if streamk and splits <= 1:
+        return 2 * (device.sms if tiles % device.sms else 0) * tm * tn * 4
+    if splits <= 1:
+        return 0
+    if isinstance(spec.tiles, Sm80Tiles) and not streamk:
+        # masked to the problem, not the tile grid: D's and the workspace's iterators stop at M x N
+        output = problem.m * problem.n * problem.batch
+        if spec.mode is Mode.SPLITK_PARALLEL:
+            return 2 * splits * output * 4
+        return 2 * (splits - 1) * output * (spec.dtype.bits // 8)
+    return 2 * tiles * splits * tm * tn * 4
 
 
 def analytic_rank(specs: Sequence[GemmSpec], problem: ProblemShape, device: DeviceProfile) -> list[GemmSpec]:
