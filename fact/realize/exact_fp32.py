@@ -2,7 +2,7 @@
 
 The kernel (templates/sm90_gemm_3xtf32.cu.j2) splits each fp32 operand x into
 big = trunc_tf32(x) (what wgmma reads from the raw fp32 tile: the low 13 bits are ignored) and
-small = round_tf32(x - big), then computes
+small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled back), then computes
 
     D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
 
@@ -70,14 +70,21 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
     return torch.where(rounded >= 2**31, rounded - 2**32, rounded).to(torch.int32).view(torch.float32)
 
 
-def split(x: torch.Tensor, rounding: str = "round") -> tuple[torch.Tensor, torch.Tensor]:
-    """An fp32 operand as two TF32 parts (big, small), x ~ big + small.
+# The kernel stores the small parts times this and scales their products' sum back at the end, which
+# keeps that sum in fp32's normal range where the inputs' products are near its bottom (kSmallScale in
+# templates/sm90_gemm_3xtf32.cu.j2).
+SMALL_SCALE = 2.0**10
+
+
+def split(x: torch.Tensor, rounding: str = "round", scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """An fp32 operand as two TF32 parts (big, small), x ~ big + small / scale.
 
     Args:
         x: float32 tensor.
         rounding: "round": big = round_tf32(x), small = round_tf32(x - big) (what the kernel writes to
             shared memory); "trunc": big = trunc_tf32(x), small = trunc_tf32(x - big) (what wgmma reads
             from the raw fp32 values, were they left as they are).
+        scale: a power of two the small part is stored times (SMALL_SCALE in the kernel).
 
     Infinities get small = 0 (x - big would be NaN); NaN stays NaN in both parts; a finite x that
     rounds past the largest TF32 keeps its truncated big part, as in the kernel.
@@ -88,13 +95,15 @@ def split(x: torch.Tensor, rounding: str = "round") -> tuple[torch.Tensor, torch
     big = to_tf32(x)
     big = torch.where(torch.isinf(big) & torch.isfinite(x), trunc_tf32(x), big)
     rest = torch.where(torch.isinf(x), torch.zeros_like(x), x - big)
-    return big, to_tf32(rest)
+    return big, to_tf32(rest * scale)
 
 
 def _rz_fp32(s: torch.Tensor) -> torch.Tensor:
-    """float64 values truncated (toward zero) to fp32's 24-bit significand, held in float64."""
-    mant, exp = torch.frexp(s)
-    return torch.ldexp(torch.trunc(mant * 2.0**24), exp - 24)
+    """float64 values truncated (toward zero) to fp32: a 24-bit significand, and below the normal range
+    (2^-126) the fixed quantum 2^-149 of fp32's subnormals; held in float64."""
+    _, exp = torch.frexp(s)
+    quantum = torch.ldexp(torch.ones_like(s), torch.clamp(exp - 24, min=-149))
+    return torch.trunc(s / quantum) * quantum
 
 
 def tc_accumulate(products: torch.Tensor, model: TensorCoreModel = HOPPER_TF32,
@@ -160,7 +169,7 @@ def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCore
     return main, sums[:, chunks - 1]
 
 
-_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc)?)$")
+_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc)?(_unscaled)?)$")
 
 
 def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
@@ -172,20 +181,22 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
         tf32: one tensor-core product of the truncated operands.
         3xtf32: big.big and the two residual products in one accumulator each, no promotion.
         3xtf32_pN: big.big promoted every N elements of K (the kernel); _trunc: both parts truncated
-            to TF32 instead of rounded (the raw fp32 tile read by wgmma as big).
+            to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _unscaled: small parts
+            not scaled by SMALL_SCALE (the kernel before 2026-11-24).
 
     Raises:
         ValueError: an unknown scheme name.
     """
     m = _SCHEME.match(scheme)
     if m is None:
-        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc]")
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc][_unscaled]")
     if scheme.startswith("sgemm"):
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
         return tc_accumulate(trunc_tf32(a).double() * trunc_tf32(b).double(), model).float()
-    a_big, a_small = split(a, "trunc" if m.group(4) else "round")
-    b_big, b_small = split(b, "trunc" if m.group(4) else "round")
+    scale = 1.0 if m.group(5) else SMALL_SCALE
+    a_big, a_small = split(a, "trunc" if m.group(4) else "round", scale)
+    b_big, b_small = split(b, "trunc" if m.group(4) else "round", scale)
     big = a_big.double() * b_big.double()
     small_b = a_big.double() * b_small.double()
     small_a = a_small.double() * b_big.double()
@@ -199,7 +210,7 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     order = torch.cat([small_b.view(-1, k // tile, tile), small_a.view(-1, k // tile, tile)], dim=-1) \
         if k % tile == 0 else torch.cat([small_b, small_a], dim=-1)
     residual = tc_accumulate(order.reshape(a.shape[0], -1), model)
-    return ((main + last.float()) + residual.float()).float()
+    return ((main + last.float()) + residual.float() / scale).float()
 
 
 def uniform_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,5 +256,5 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
     return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
 
 
-__all__ = ["HOPPER_TF32", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
+__all__ = ["HOPPER_TF32", "SMALL_SCALE", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
            "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]
