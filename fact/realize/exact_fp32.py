@@ -1,7 +1,7 @@
 """A CPU model of the numerics of the sm90 3xTF32 family (exact fp32 on Hopper tensor cores).
 
 The kernel (templates/sm90_gemm_3xtf32.cu.j2) splits each fp32 operand x into
-big = trunc_tf32(x) (what wgmma reads from the raw fp32 tile: the low 13 bits are ignored) and
+big = round_tf32(x) (to nearest; wgmma would truncate the raw fp32 tile, `_trunc` schemes model that) and
 small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled back), then computes
 
     D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
