@@ -7,8 +7,9 @@ with an exact answer that fp32 holds:
 - subnormal products: A = 2^-70, B = 2^-60: every product 2^-130, their sum over K = 1024 is 2^-120;
 - subnormal sum: A = B = 2^-70, K = 1024: the sum 2^-130 itself is subnormal.
 The same products with TF32 off (SGEMM) are the control. The 3xTF32 kernel's residual products lie
-2^11 below its big.big products; this says whether the tensor core keeps them where they fall below
-the normal range (templates/sm90_gemm_3xtf32.cu.j2, kSmallScale).
+2^11 below its big.big products; this says whether the tensor core flushes such values to zero where
+they fall below the normal range (templates/sm90_gemm_3xtf32.cu.j2, kSmallScale). Powers of two are
+exact under any truncation, so it says nothing of the rounding there.
 
     python scripts/gpu_tf32_subnormals.py --out OUT    # writes OUT/tf32_subnormals.json
 """

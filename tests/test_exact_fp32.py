@@ -382,7 +382,8 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
         sgemm_err = float(((a @ w.T).double() - ref).norm() / ref.norm())
         # `wide` inputs at K = 1028 leave both at fp32's rounding floor (a few products dominate each sum):
         # there fact read 1.4780e-7 against SGEMM's 1.4751e-7 on the H100; 1 % covers that tie, not a loss
-        assert fact_err <= sgemm_err * (1.01 if inputs == "wide" else 1.0), (m, n, k, fact_err, sgemm_err)
+        tie = 1.01 if inputs == "wide" and k == 1028 else 1.0
+        assert fact_err <= sgemm_err * tie, (m, n, k, fact_err, sgemm_err)
 
 
 # --- the GPU script -------------------------------------------------------------------------------

@@ -853,6 +853,22 @@ def test_a_functional_dropout_or_rrelu_whose_flag_is_computed_stays_opaque(fn, k
     assert not any("in training" in r for r in reasons), reasons
 
 
+@pytest.mark.parametrize("target", ["dropout", "feature_alpha_dropout", "rrelu"])
+def test_an_aten_dropout_or_rrelu_whose_flag_is_computed_is_opaque_not_the_identity(target) -> None:
+    """ATen's own name `dropout` is the identity's kind: a call whose flag is a node must not read as it."""
+    import operator
+
+    from fact.patterns.ops import op_of
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    flag = graph.call_function(operator.gt, (graph.call_function(torch.ops.aten.sym_size.int, (x, 0)), 64))
+    args = (x, 0.1, 0.3, flag) if target == "rrelu" else (x, 0.5, flag)
+    node = graph.call_function(getattr(torch.ops.aten, target).default, args)
+    op = op_of(node, torch.nn.Module())
+    assert op is not None and op.kind == f"aten.{target}", op
+
+
 def test_a_p0_dropout_in_training_is_read_by_its_p_so_the_kernel_serves() -> None:
     """A p = 0 Dropout is the identity in either mode: the kernel reading it so carries its p, not
     its mode, and serves while p stays 0."""
@@ -969,3 +985,16 @@ def test_tensors_inside_a_dict_or_list_input_are_drawn_for_the_check_too() -> No
     plan = fact.discover(_DictInput().eval(), [{"x": torch.randn(128, 256), "skip": [torch.randn(128, 256)]}],
                          arch="sm90")
     assert [i.match.pattern for i in plan.items] == ["gemm_epilogue"] and not plan.rejections
+
+
+@pytest.mark.parametrize(("fn", "training"), [
+    (lambda y: F.alpha_dropout(y, 0.5), False), (lambda y: F.feature_alpha_dropout(y, 0.5), False),
+    (lambda y: F.rrelu(y), False), (lambda y: F.dropout1d(y, 0.5), True), (lambda y: F.dropout(y, 0.5), True),
+    (lambda y: F.alpha_dropout(y, 0.5, True), True), (lambda y: F.rrelu(y, 0.1, 0.3, True), True),
+], ids=["alpha", "feature-alpha", "rrelu", "dropout1d", "dropout", "alpha-true", "rrelu-true"])
+def test_the_backend_reads_a_graphs_mode_by_each_functions_own_default(fn, training) -> None:
+    """The compile backend's mode test and the op readings agree on each function's default flag."""
+    from fact.compose.backend import _computes_in_training_mode
+
+    gm = torch.fx.symbolic_trace(LinearThen(fn))
+    assert _computes_in_training_mode(gm) is training

@@ -98,6 +98,26 @@ def test_a_winner_of_another_family_does_not_stand_in_for_the_default(tmp_path: 
     assert same[match.id].spec == default and not knobs and "another family" in notes[0]
 
 
+def test_a_winner_that_promotes_longer_than_its_depth_allows_is_not_served(tmp_path: Path) -> None:
+    """A row recorded under an older rule (such as every 128 at K 2048, before 2026-11-24) outlives it: the
+    database still holds it, but a 3xTF32 winner that promotes longer than promotion_for(K) is passed over."""
+    from dataclasses import replace as copy
+
+    from fact.tune.measurement import Measurement, Status
+
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
+    default = spec_for(match, Arch.SM90)
+    t = target_of(match, default)
+    assert t.problem.k < 512 and default.tiles.promotion == 32
+    stale = copy(default, tiles=copy(default.tiles, promotion=64))
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    db.record(t, stale, Measurement(stale.key, stale.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem,
+                                    Status.OK, 0.1, 0.0, 30, verified=True))
+    items = [SimpleNamespace(match=match)]
+    same, notes, knobs = tuned_realizations(items, {match.id: Realization(match.id, default, ())}, db=db)
+    assert same[match.id].spec == default and not knobs and "longer than the 32 allowed" in notes[0], notes
+
+
 def test_exact_fp32_on_sm90_is_searched_among_its_own_family(tmp_path: Path) -> None:
     """The sm90 3xTF32 family has candidates (tiles, promotion, where A is split): a miss is searched,
     and its winner of that family replaces the default."""

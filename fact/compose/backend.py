@@ -52,10 +52,14 @@ def _computes_in_training_mode(gm: Any) -> bool:
     import torch
     import torch.nn.functional as F
 
-    # (position of the `training` argument, its default)
-    dropouts = (F.dropout, F.alpha_dropout, F.feature_alpha_dropout, F.dropout1d, F.dropout2d, F.dropout3d)
-    flags: dict[Any, tuple[int, bool]] = {**{f: (2, True) for f in dropouts}, torch.dropout: (2, True),
-                                          F.batch_norm: (5, False), F.instance_norm: (5, True)}
+    # (position of the `training` argument, its default: F.alpha_dropout, F.feature_alpha_dropout and
+    # F.rrelu default to False, as fact.patterns.ops reads them)
+    flags: dict[Any, tuple[int, bool]] = {
+        **{f: (2, True) for f in (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d)},
+        **{f: (2, False) for f in (F.alpha_dropout, F.feature_alpha_dropout)}, F.rrelu: (3, False), torch.rrelu: (3, False),
+        **{f: (2, True) for f in (torch.dropout, torch.feature_dropout, torch.alpha_dropout,
+                                  torch.feature_alpha_dropout)},
+        F.batch_norm: (5, False), F.instance_norm: (5, True)}
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target not in flags:
             continue

@@ -293,8 +293,8 @@ def op_of(node: Any, root: Any) -> Op | None:
         attrs.update(_bounds(node, kind))
     if kind in ("dropout", "rrelu"):
         reading = _random_reading(kind, node)
-        if reading is None:
-            return Op(opaque, node, *_split_args(node.args))
+        if reading is None:  # opaque, under a name no rule reads (ATen's own names `dropout`, `rrelu`)
+            return Op(f"aten.{aten}" if aten else opaque, node, *_split_args(node.args))
         kind, found = reading
         attrs.update(found)
     if kind == "sdpa":

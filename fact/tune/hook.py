@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fact.realize.spec import GemmSpec
+from fact.realize.choose import promotion_for
+from fact.realize.spec import GemmSpec, Sm90SplitTiles
 from fact.tune.candidates import TUNED_FAMILIES, NoCandidateError, Target
 from fact.tune.request import Knobs
 
@@ -73,12 +74,26 @@ def tuned_realizations(items: Sequence[Any], real: dict[str, Any], *, mode: str 
             notes.append(f"{item.match.id}: the database's winner {spec.name} is of another family; default "
                          f"{r.spec.name}")
             continue
+        stale = _outgrown(spec, target)
+        if stale:
+            notes.append(f"{item.match.id}: the database's winner {spec.name} {stale}; default {r.spec.name}")
+            continue
         out[item.match.id] = replace(r, spec=spec)
         knobs[item.match.id] = Knobs.from_json(m.knobs)
         notes.append(f"{item.match.id}: tuned {spec.name} ({m.median_ms:.4f} ms"
                      + (f", {m.speedup:.2f}x cuBLAS" if m.speedup == m.speedup else "")
                      + f" in the sweep, knobs {knobs[item.match.id].tag})")
     return out, notes, knobs
+
+
+def _outgrown(spec: GemmSpec, target: Target) -> str | None:
+    """Why a database winner is no longer admissible for `target`, or None: rows outlive the rules
+    that made their candidates, such as the longest promotion interval the 3xTF32 family may use at a
+    depth (fact.realize.choose.promotion_for), which keeps its error below SGEMM's."""
+    if isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.promotion > promotion_for(target.problem.k):
+        return (f"promotes every {spec.tiles.promotion}, longer than the {promotion_for(target.problem.k)} "
+                f"allowed at K = {target.problem.k}")
+    return None
 
 
 class LocalSearch:

@@ -101,9 +101,10 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
 // (finish). The residual products lie 2^11 below big.big's: with inputs near 1e-19, S's running sum
 // falls below fp32's normal range (2^-126, about 1.2e-38), where its quantum is a fixed 2^-149 and
 // every tensor-core step truncates to it: 1.7e-6 against SGEMM's 3.1e-7 unscaled, 2.3e-7 scaled (wgmma
-// itself keeps subnormal operands, products and sums exactly: results/exact_fp32/h100_2026-11-24_subnormal/).
+// itself does not flush subnormal operands, products or sums: results/exact_fp32/h100_2026-11-24_subnormal/).
 // x - big is at most 2^-11 |x| (2^-10 |x| where big is truncated), so scaled it stays within |x| and
-// never overflows. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
+// never overflows; S itself now overflows 2^10 sooner (a residual sum above about 2^118), which only
+// sums near fp32's largest values can reach, where SGEMM's own partial sums are close to it. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
 // small part loses the rest: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A is subnormal. A scale
 // of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. Powers of two
 // scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
