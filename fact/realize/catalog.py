@@ -37,6 +37,7 @@ COOP128 = replace(COOP, tile=(128, 128, 64), cluster=(1, 1))
 PING = SM90_TILES["short_k"]  # the default below K = SHORT_K
 WS = replace(COOP, tile=(64, 128, 64), cluster=(1, 2), schedule=Schedule.WARP_SPECIALIZED)
 STREAMK = replace(COOP128, scheduler=Scheduler.STREAMK)
+NARROW = replace(COOP128, tile=(128, 64, 64))  # the large-K tile (results/tune/h100_2026-11-24_largek/)
 T16, T3X, TTF32 = SM80_TILES["tensorop"], SM80_TILES["3xtf32"], SM80_TILES["tf32"]
 T16_SPLIT = replace(T16, split_k=8)
 TSIMT = Sm80Tiles((128, 128, 8), (32, 64, 8), (1, 1, 1), 4)
@@ -59,6 +60,8 @@ def sm90_gemms() -> list[GemmSpec]:
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("tanh"), s("residual")), Mode.GEMM, PING),
         GemmSpec(Arch.SM90, F16, P16, ROW, COL, (s("leaky_relu", 0.1), s("clamp", -0.5, 0.5)), Mode.GEMM, COOP128),
         GemmSpec(Arch.SM90, BF16, PB16, ROW, COL, (s("bias"), s("mish")), Mode.GEMM, COOP128),
+        # K slices as batches, their fp32 partials added by a kernel of their own; A M-major
+        GemmSpec(Arch.SM90, BF16, PB16, COL, COL, (), Mode.SPLITK_PARALLEL, NARROW),
     ]
 
 

@@ -161,7 +161,12 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             # TF32 wgmma reads K-major operands only: that kernel is TN, the binding copies the others
             read = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL) if spec.reads_k_major_only else spec
             ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
-            kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
+            if spec.mode is Mode.SPLITK_PARALLEL:
+                # the splits are the batches of the GEMM, which writes fp32 partial sums (16-byte vectors)
+                ctx.update(batched=True, align_cd=4)
+                kernel = ENV.get_template("sm90_gemm_splitk.cu.j2").render(**ctx)
+            else:
+                kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
         else:
             ctx = {**common, **_sm80_context(spec), "math": spec.math, "mode": spec.mode.value,
                    "chain_text": _chain_text(spec.epilogue)}

@@ -300,11 +300,18 @@ class GemmSpec:
                             "family (Sm90SplitTiles) or the sm80 3xTF32 kernel, which runs on sm90")
         t = self.tiles
         assert isinstance(t, Sm90Tiles)
-        if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
-            raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler instead")
+        if self.mode is Mode.SPLITK_SERIAL:
+            raise SpecError("serial split-K on sm90: use the stream-K scheduler (its split-K decomposition) instead")
+        if self.mode is Mode.SPLITK_PARALLEL:
+            # the K splits run as the batches of one persistent kernel, a second kernel adds them
+            if t.scheduler is not Scheduler.PERSISTENT:
+                raise SpecError("parallel split-K on sm90 runs its splits as batches of the persistent scheduler")
+            if self.epilogue:
+                raise SpecError("parallel split-K on sm90 adds its partial sums in a kernel of its own that applies "
+                                "no epilogue chain: the chain stays with the original ops or another family")
         # a batched kernel may run on either scheduler: stream-K then also balances the last wave of
         # the batch's tiles over the SMs
-        if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK) and self.mode is not Mode.BATCHED:
+        elif (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK) and self.mode is not Mode.BATCHED:
             raise SpecError("stream-K mode and the stream-K tile scheduler go together (or batched on either)")
         if t.schedule is Schedule.COOPERATIVE and t.tile[0] < 128:
             raise SpecError("the cooperative schedule needs tile M >= 128 (two consumer warpgroups)")

@@ -39,6 +39,7 @@ from fact.realize.spec import (
     Step,
 )
 from fact.tune.device import H100_SXM, DeviceProfile
+from fact.tune.rank import parallel_fill
 from fact.tune.request import Config, Knobs, Raster
 
 
@@ -191,6 +192,16 @@ def _sm90_specs(target: Target) -> Iterator[GemmSpec]:
             mode = Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b,
                        target.epilogue, mode, Sm90Tiles(tile, cluster, schedule, scheduler))
+        if mode is Mode.GEMM and _parallel_split_k_serves(target):
+            yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b,
+                           (), Mode.SPLITK_PARALLEL, Sm90Tiles(tile, cluster, schedule, scheduler))
+
+
+def _parallel_split_k_serves(target: Target) -> bool:
+    """Large K with no epilogue: K cut into slices run as batches, their partial sums added by a kernel
+    of their own, as cuBLAS runs large K (results/tune/h100_2026-11-24_splitk_parallel/)."""
+    p = target.problem
+    return not target.epilogue and p.batch == 1 and p.k >= LARGE_K_RATIO * max(p.m, p.n)
 
 
 def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
@@ -220,6 +231,14 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -
     assert isinstance(t, Sm90Tiles)
     reduction = default_knobs(spec)[3]  # the untuned kernel's setting is the first, but for fewer tiles than SMs
     knobs = [Knobs(r.value, s, 1, reduction) for r in Raster for s in SM90_SWIZZLES]
+    if spec.mode is Mode.SPLITK_PARALLEL:
+        # the K slices (batches of the GEMM) fill the GPU once first, then fewer and more of them
+        fill = parallel_fill(spec, problem, sms)
+        k_tiles = math.ceil(problem.k / t.tile[2])
+        heuristic = Raster.HEURISTIC.value
+        splits = [s for s in SM90_SPLITS if s <= k_tiles and s <= 4 * fill]
+        return [Knobs(heuristic, 1, fill, 0), *(Knobs(heuristic, 1, s, 0) for s in splits if s != fill),
+                *(k for k in knobs if k.splits == 1 and k != Knobs(heuristic, 1, 1, 0))][:12]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
         tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1]) * problem.batch

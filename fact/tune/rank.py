@@ -81,6 +81,8 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
         eff = (_tile_efficiency(tm, tn) * SCHEDULE_FACTOR[t.schedule]
                * CLUSTER_FACTOR.get(t.cluster[0] * t.cluster[1], 1.0))
         streamk = t.scheduler is Scheduler.STREAMK
+        if spec.mode is Mode.SPLITK_PARALLEL and splits <= 1:
+            splits = parallel_fill(spec, problem, device.sms)  # what its prescreen runs
     else:
         assert isinstance(t, Sm80Tiles)
         (tm, tn, tk), family = t.threadblock, Arch.SM80
@@ -112,7 +114,21 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
         / (device.bandwidth_gbs * 1e9)
     copied = (problem.m * problem.k if spec.copies_a else 0) + (problem.n * problem.k if spec.copies_b else 0)
     copies = 2 * copied * elem * problem.batch / (COPY_SHARE * device.bandwidth_gbs * 1e9)
-    return (max(compute, memory) + copies + LAUNCH_US * 1e-6) * 1e3
+    launches = 2 if spec.mode is Mode.SPLITK_PARALLEL else 1  # the GEMM, and the kernel adding its partial sums
+    return (max(compute, memory) + copies + launches * LAUNCH_US * 1e-6) * 1e3
+
+
+def parallel_fill(spec: GemmSpec, problem: ProblemShape, sms: int) -> int:
+    """The K splits of an sm90 parallel split-K kernel that fill the GPU's `sms` once (a power of two,
+    at least one tile depth each; 1 when the tiles alone fill it)."""
+    t = spec.tiles
+    assert isinstance(t, Sm90Tiles)
+    tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
+    k_steps = math.ceil(problem.k / t.tile[2])
+    splits = 1
+    while tiles * splits * 2 <= sms and splits * 2 <= k_steps:
+        splits *= 2
+    return splits
 
 
 def _partial_bytes(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, tiles: int,

@@ -34,8 +34,8 @@ class Knobs:
     """Run-time scheduling knobs of a built kernel: swept without recompiling.
 
     raster: the order in which output tiles are walked; swizzle: the tile-scheduler swizzle
-    width (1, 2, 4 or 8); splits: K slices (stream-K scheduler kernels only; 1 = stream-K's
-    own heuristic decomposition); reduction: how the partial sums of a tile's splits are added
+    width (1, 2, 4 or 8); splits: K slices (stream-K scheduler kernels, 1 = stream-K's own heuristic
+    decomposition; and parallel split-K kernels, 1 = one slice); reduction: how the partial sums of a tile's splits are added
     (stream-K only; 0 one after the other in K order, deterministic; 1 by atomic adds, at once,
     whose last bits may differ from call to call: the kernel sums in K order whenever
     torch.use_deterministic_algorithms(True) is set).
