@@ -1,6 +1,7 @@
 """Kernel specs, choices from matches and rendered sources (golden files)."""
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,25 @@ def test_python_calls_only_what_the_generated_bindings_export() -> None:
     root = Path(__file__).resolve().parents[1]
     for path in [*root.joinpath("fact").rglob("*.py"), *root.joinpath("scripts").glob("*.py")]:
         assert ".set_knobs(" not in path.read_text(), f"{path} calls a setter the bindings do not export"
+
+
+def test_sm90_parallel_split_k_runs_its_slices_as_batches_and_adds_them_apart() -> None:
+    """The K slices are batches of the persistent GEMM, written as fp32 partials, added by fact's kernel
+    into D; a chain, the stream-K scheduler or serial split-K on sm90 is refused with the reason."""
+    tiles = Sm90Tiles((128, 64, 64), (1, 1), Schedule.COOPERATIVE, Scheduler.PERSISTENT)
+    spec = GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.COL, Layout.COL, (), Mode.SPLITK_PARALLEL, tiles)
+    text = render(spec).sources[f"{spec.name}.cu"]
+    assert spec.name.endswith("_persistent_splitk_parallel")
+    assert "using ElementD = float;" in text and "using ElementC = void;" in text and "kBatched" in text
+    assert "fact_splitk_reduce<<<" in text and "int64_t const k_step_a = g.lda, k_step_b = 1;" in text
+    assert "{%" not in text and "{{ " not in text
+    row = render(replace(spec, layout_a=Layout.ROW)).sources[f"{replace(spec, layout_a=Layout.ROW).name}.cu"]
+    assert "int64_t const k_step_a = 1, k_step_b = 1;" in row
+    refusals = {
+        "no epilogue chain": replace(spec, epilogue=(Step("bias"),)),
+        "batches of the persistent scheduler": replace(spec, tiles=replace(tiles, scheduler=Scheduler.STREAMK)),
+        "serial split-K on sm90": replace(spec, mode=Mode.SPLITK_SERIAL),
+    }
+    for reason, bad in refusals.items():
+        with pytest.raises(SpecError, match=reason):
+            bad.validate()

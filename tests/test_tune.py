@@ -18,7 +18,7 @@ from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
 from fact.realize.spec import GemmSpec, Mode, Schedule, Scheduler, Sm80Tiles, Sm90SplitTiles, Sm90Tiles, Step
 from fact.tune import strategies
-from fact.tune.candidates import NoCandidateError, Target, enumerate_space
+from fact.tune.candidates import NoCandidateError, Target, enumerate_space, sm90_knobs
 from fact.tune.db import Environment, TuningDB, spec_from_json, spec_to_json
 from fact.tune.device import A100_SXM, H100_SXM, DeviceProfile
 from fact.tune.measurement import Measurement, Status, categorise, failure, summarise
@@ -876,3 +876,25 @@ def true_best_of(result) -> float:  # the winner's recorded time (its error deri
     best = result.best
     rec = {(m.spec_key, m.knobs): m for m in recorded(result.target)}
     return rec[(best[1].spec_key, best[1].knobs)].median_ms
+
+
+def test_parallel_split_k_is_a_candidate_at_large_k_with_the_gpu_filling_split_first() -> None:
+    """Large K with no epilogue: the sm90 kernels whose K slices run as batches join the space; their
+    prescreen runs the split count that fills the GPU once (8 tiles of 128x64: 16 slices on 132 SMs)."""
+    large = target(256, 256, 131072)
+    specs = [s for s in enumerate_space(large).kernels if s.mode is Mode.SPLITK_PARALLEL]
+    assert specs and all(s.arch is Arch.SM90 and s.tiles.scheduler is Scheduler.PERSISTENT for s in specs)
+    narrow = next(s for s in specs if s.tiles.tile == (128, 64, 64) and s.tiles.cluster == (1, 1)
+                  and s.tiles.schedule is Schedule.COOPERATIVE)
+    assert parallel_fill(narrow, large.problem, 132) == 16
+    knobs = sm90_knobs(narrow, large.problem, 132)
+    assert knobs[0].splits == 16 and {k.splits for k in knobs} >= {1, 8, 32} and all(k.reduction == 0 for k in knobs)
+    # one slice per tile depth at most: a 4-deep problem takes at most 4
+    assert parallel_fill(narrow, ProblemShape(256, 256, 256), 132) == 4
+    assert not any(s.mode is Mode.SPLITK_PARALLEL for s in enumerate_space(target(4096, 4096, 4096)).kernels)
+    with_bias = dataclasses.replace(large, epilogue=(Step("bias"),))
+    assert not any(s.mode is Mode.SPLITK_PARALLEL for s in enumerate_space(with_bias).kernels)
+    # the model charges it its partials and a second launch: at the fill it is no faster than stream-K's split
+    streamk = dataclasses.replace(narrow, mode=Mode.STREAMK,
+                                  tiles=dataclasses.replace(narrow.tiles, scheduler=Scheduler.STREAMK))
+    assert predict_ms(narrow, large.problem, H100_SXM) >= predict_ms(streamk, large.problem, H100_SXM, splits=16)
