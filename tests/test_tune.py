@@ -898,3 +898,17 @@ def test_parallel_split_k_is_a_candidate_at_large_k_with_the_gpu_filling_split_f
     streamk = dataclasses.replace(narrow, mode=Mode.STREAMK,
                                   tiles=dataclasses.replace(narrow.tiles, scheduler=Scheduler.STREAMK))
     assert predict_ms(narrow, large.problem, H100_SXM) >= predict_ms(streamk, large.problem, H100_SXM, splits=16)
+
+
+def test_topk_builds_the_parallel_split_k_twin_of_its_stream_k_pick() -> None:
+    """At large K the model charges stream-K and parallel split-K the same bytes, and the extra launch
+    puts split-K below the top picks: the split-K kernel of a stream-K pick's tiles is built with them."""
+    t = target(256, 256, 131072)
+    result = _sweep(t, ReplayRunner(recorded(t)), "topk", top_k=6, finalists=2)
+    kernels = {spec.key: spec for spec, _ in result.measurements}
+    split = [s for s in kernels.values() if s.mode is Mode.SPLITK_PARALLEL]
+    streamk = {dataclasses.replace(s.tiles, scheduler=Scheduler.PERSISTENT) for s in kernels.values()
+               if s.mode is Mode.STREAMK}
+    assert len(split) == 1 and split[0].tiles in streamk
+    assert not any(s.mode is Mode.SPLITK_PARALLEL for s in analytic_rank(enumerate_space(t).kernels, t.problem,
+                                                                          H100_SXM)[:6])
