@@ -31,6 +31,8 @@ def family_of_spec(spec: KernelSpec) -> Family:
         precision, math = _fmha_precision(spec.dtype)
         return Family(spec.arch, (OpFamily.FMHA,), precision, math, None)
     op = _MODE_OP[spec.mode]
+    if spec.mode is Mode.SPLITK_PARALLEL and isinstance(spec.tiles, Sm90Tiles):
+        op = OpFamily.BMM  # its mainloop is a batched collective-builder GEMM (the K slices); fact adds them
     if op is OpFamily.GEMM and spec.epilogue:
         op = OpFamily.GEMM_EPILOGUE
     return Family(spec.arch, (op,), spec.precision, MathPath(spec.math), tuple(s.kind for s in spec.epilogue))

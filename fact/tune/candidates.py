@@ -238,7 +238,8 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -
         heuristic = Raster.HEURISTIC.value
         splits = [s for s in SM90_SPLITS if s <= k_tiles and s <= 4 * fill]
         return [Knobs(heuristic, 1, fill, 0), *(Knobs(heuristic, 1, s, 0) for s in splits if s != fill),
-                *(k for k in knobs if k.splits == 1 and k != Knobs(heuristic, 1, 1, 0))][:12]
+                *(Knobs(r.value, w, fill, 0) for r in Raster for w in SM90_SWIZZLES
+                  if (r.value, w) != (heuristic, 1))][:12]
     if t.scheduler is Scheduler.STREAMK:
         k_tiles = math.ceil(problem.k / t.tile[2])
         tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1]) * problem.batch

@@ -10,7 +10,7 @@ shape and the device profile:
     stream-K:   time = ceil(tiles * k_steps / SMs) * step_time * (1 + fixup)  + PROLOGUE_STEPS * step_time
     memory:     bytes(A, B, D [, residual], partial sums) / bandwidth
     copies:     2 * bytes(each operand the binding copies to K-major) / (COPY_SHARE * bandwidth)
-    predicted  = max(compute, memory) + copies + LAUNCH_US
+    predicted  = max(compute, memory) + copies + LAUNCH_US (twice for parallel split-K: its reduction)
 
 The epilogue costs tile_M * tile_N * (store + its steps' costs) / EPILOGUE_RATE per tile. A
 cooperative or basic warp-specialized kernel pays it after every tile's mainloop; ping-pong
@@ -28,8 +28,10 @@ fewest, smallest partial sums won (128x64 tiles in 16 splits at 0.060 ms against
 128x128 in 32; results/tune/h100_2026-11-24_largek/). sm80 serial split-K (CUTLASS 2.x
 GemmUniversal, kGemm with split_k K partitions) passes its partials through D itself, in the output
 type, one partition after another behind a semaphore: splits - 1 partial M x N outputs written and
-read back (the final write is D's own). sm80 parallel split-K (GemmSplitKParallel) writes every
-split's fp32 M x N partial to a workspace that a reduction kernel reads.
+read back (the final write is D's own). Parallel split-K (sm80's GemmSplitKParallel; sm90's K slices
+run as batches) writes every split's fp32 M x N partial to a workspace that a reduction kernel reads,
+and pays that kernel's launch; an sm90 one is ranked at the split count that fills the GPU once
+(parallel_fill), which its prescreen runs.
 
 tile_efficiency grows with the tile's arithmetic intensity (tile_M * tile_N / (tile_M + tile_N)),
 saturating at a 128x256 tile, and is scaled per schedule (cooperative 1.0, ping-pong 0.97,

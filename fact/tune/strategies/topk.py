@@ -34,8 +34,8 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
     # parallel split-K's slices in a kernel of their own. The model charges both the same bytes; on the
     # H100 at 256x256x131072 the parallel split ran 5 % faster (results/tune/h100_2026-11-24_splitk_parallel/)
     split = next((t for t in (_split_k_twin(space, k) for k in kernels) if t is not None), None)
-    if split is not None and split.key not in {k.key for k in kernels} and len(kernels) - len(seeds) > 1:
-        kernels = [*kernels[:-1], split]
+    if split is not None and split.key not in {k.key for k in kernels}:
+        kernels.append(split)  # one build more: every pick, and each schedule's best, stays
     screen = [Config(spec, space.knobs[spec.key][0]) for spec in kernels]
     screened = evaluate(screen, reps=options.prescreen_reps)
     results = sorted(((m.median_ms, i) for i, m in enumerate(screened) if m.ok), key=lambda t: t[0])
