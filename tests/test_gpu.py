@@ -174,6 +174,31 @@ def test_parallel_split_k_verifies_at_every_split_count(splits, cache) -> None:
     assert _rel_err(first, torch.matmul(a.double(), w.double().t())) < 1e-2
 
 
+@pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 collective-builder family needs sm90")
+@pytest.mark.parametrize("variant", ["b_row_major", "tf32"])
+def test_parallel_split_k_verifies_with_b_row_major_and_in_tf32(variant, cache) -> None:
+    """The other ways a slice steps along K: B row-major (a slice of B starts ldb rows on), and fp32
+    operands read as TF32 (4-byte elements, tile depth 32); at slices that do not divide K and at more
+    slices than the small shapes have tile depths."""
+    from dataclasses import replace as copy
+
+    from fact.core.enums import Layout, Precision
+    from fact.realize.spec import Mode
+
+    spec = next(s for s in SPECS if isinstance(s, GemmSpec) and s.mode is Mode.SPLITK_PARALLEL and s.arch is Arch.SM90)
+    if variant == "b_row_major":
+        spec = copy(spec, layout_a=Layout.ROW, layout_b=Layout.ROW)
+    else:
+        spec = copy(spec, dtype=DType.F32, precision=Precision.TF32, layout_a=Layout.ROW,
+                    tiles=copy(spec.tiles, tile=(128, 64, 32)))
+    rendered = render(spec)
+    cases = [*default_gemm_cases(spec, GemmCase(512, 384, 256, 2)), GemmCase(256, 264, 8192)]
+    job = _job(rendered, cache, cases, seeds=(0, 1))
+    for splits in (3, 16):
+        outcome = run_job(copy(job, knobs=(0, 1, splits, 0)), timeout=600)
+        assert outcome.ok, f"{splits} slices: {outcome.detail}"
+
+
 def _rel_err(got, ref) -> float:
     return float((got.double() - ref).norm() / ref.norm())
 

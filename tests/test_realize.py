@@ -262,7 +262,10 @@ def test_sm90_parallel_split_k_runs_its_slices_as_batches_and_adds_them_apart() 
     text = render(spec).sources[f"{spec.name}.cu"]
     assert spec.name.endswith("_persistent_splitk_parallel")
     assert "using ElementD = float;" in text and "using ElementC = void;" in text and "kBatched" in text
-    assert "fact_splitk_reduce<<<" in text and "int64_t const k_step_a = g.lda, k_step_b = 1;" in text
+    assert "int64_t const k_step_a = g.lda, k_step_b = 1;" in text
+    # the reduction is the GEMM's programmatic dependent: launched early, it waits in hardware for the partials
+    assert "cudaLaunchKernelEx(&config, fact_" in text and "cudaLaunchAttributeProgrammaticStreamSerialization" in text
+    assert "griddepcontrol.wait;" in text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in text
     assert "{%" not in text and "{{ " not in text
     row = render(replace(spec, layout_a=Layout.ROW)).sources[f"{replace(spec, layout_a=Layout.ROW).name}.cu"]
     assert "int64_t const k_step_a = 1, k_step_b = 1;" in row

@@ -122,6 +122,14 @@ def test_old_location_format_and_counts_over_the_print_limit(gs) -> None:
     assert parsed["findings"][0]["origin"] == "fact"  # the CUTLASS headers fact builds from
 
 
+def test_the_count_is_the_summary_not_the_count_left_unprinted(gs) -> None:
+    """Over the print limit compute-sanitizer adds a second summary line, of the errors it did not print."""
+    parsed = gs.parse_report(INITCHECK_OLD.replace(
+        "ERROR SUMMARY: 25 errors\n", "ERROR SUMMARY: 25 errors\n========= ERROR SUMMARY: 24 errors were not printed. "
+        "Use --print-limit option to adjust the number of printed errors\n"))
+    assert parsed["errors"] == 25 and parsed["unattributed"] == 24
+
+
 def test_racecheck_summary_errors_and_warnings(gs) -> None:
     parsed = gs.parse_report(RACECHECK)
     assert parsed["summary_found"] and parsed["errors"] == 1 and parsed["warnings"] == 1

@@ -910,7 +910,42 @@ def test_topk_builds_the_parallel_split_k_twin_of_its_stream_k_pick() -> None:
     streamk = {dataclasses.replace(s.tiles, scheduler=Scheduler.PERSISTENT) for s in kernels.values()
                if s.mode is Mode.STREAMK}
     assert any(s.tiles in streamk for s in split)
+    # the twins of two tile shapes' best-ranked stream-K picks (the model cannot order tile depths at large K)
+    assert {s.tiles.tile for s in split if s.tiles in streamk} == {(128, 64, 128), (128, 64, 64)}
     # built beside the picks, not instead of one: each schedule's best stays (here a ping-pong split-K)
     assert {s.tiles.schedule for s in kernels.values()} >= {Schedule.COOPERATIVE, Schedule.PINGPONG}
     assert not any(s.mode is Mode.SPLITK_PARALLEL for s in analytic_rank(enumerate_space(t).kernels, t.problem,
                                                                           H100_SXM)[:6])
+
+
+def test_rank_spreads_over_how_kernels_split_k() -> None:
+    """A parallel split-K kernel and the plain GEMM of its tiles are two families for the first pass of
+    the ranking: one does not stand in for the other."""
+    from fact.tune.strategies.base import kernel_family_tag, rank_kernels
+
+    space = enumerate_space(target(256, 256, 131072))
+    split = next(s for s in space.kernels if s.mode is Mode.SPLITK_PARALLEL)
+    plain = next(s for s in space.kernels if s.mode is Mode.GEMM and s.tiles == split.tiles)
+    assert kernel_family_tag(split) != kernel_family_tag(plain)
+    # ranked first and second, both lead the first pass: the plain GEMM is not pushed behind every family
+    rest = tuple(s for s in space.kernels if s.key not in (split.key, plain.key))
+    assert rank_kernels(space, strategies.Options(ranked=(split, plain, *rest)))[:2] == [split, plain]
+
+
+def test_rows_timed_on_other_kernel_templates_are_not_served(tmp_path, monkeypatch) -> None:
+    """A spec key names a kernel's configuration, not its code: the environment carries a digest of the
+    kernel templates, so that a row timed before a template changed is another version's row."""
+    from fact.tune import db as tdb
+
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "k.cu.j2").write_text("launch A")
+    before = tdb.templates_digest(folder)
+    (folder / "k.cu.j2").write_text("launch B")
+    assert tdb.templates_digest(folder) != before
+    here = Environment.current("gpu", Arch.SM90)
+    assert here.cutlass.endswith("+fact." + tdb.templates_digest()[:12])
+    t = target(256, 256, 131072)
+    path = tmp_path / "t.sqlite"
+    _record_all(db_at(path, dataclasses.replace(here, cutlass=here.cutlass.split("+")[0] + "+fact.0123456789ab")), t)
+    assert db_at(path, here).lookup(t) == {} and db_at(path, here).best(t) is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -73,7 +74,28 @@ class Environment:
             torch_version = torch.__version__
         except ImportError:
             cuda, torch_version = "absent", "absent"
-        return cls(device, arch.value, version("nvidia-cutlass"), cuda, torch_version)
+        # the CUTLASS version, and which of fact's kernel templates: a kernel's spec key names its
+        # configuration, not its code, and a template change (a faster launch, a fix) makes it another kernel
+        return cls(device, arch.value, f"{version('nvidia-cutlass')}+fact.{templates_digest()[:12]}", cuda, torch_version)
+
+
+def templates_digest(folder: Path | None = None) -> str:
+    """sha256 of the kernel templates (every file under `folder`; default fact/realize/templates, read
+    once per process): part of a measurement's environment, so rows timed on other kernel code are never
+    served."""
+    return _digest(folder) if folder is not None else _templates_digest()
+
+
+@functools.cache
+def _templates_digest() -> str:
+    return _digest(Path(__file__).resolve().parents[1] / "realize" / "templates")
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def default_path() -> Path:
@@ -409,4 +431,4 @@ class TuningDB(_Store):
 
 
 __all__ = ["Environment", "LoadReport", "PatternTable", "TuningDB", "TuningDBError", "default_path", "spec_from_json",
-           "spec_to_json"]
+           "spec_to_json", "templates_digest"]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from fact.realize.spec import GemmSpec
+from fact.realize.spec import GemmSpec, Mode
 from fact.tune import strategies
 from fact.tune.candidates import Space, Target, enumerate_space
 from fact.tune.db import TuningDB
@@ -32,6 +32,7 @@ from fact.tune.measurement import FULL_REPS, RUNOFF_MARK, Measurement, Status, f
 from fact.tune.rank import rank
 from fact.tune.request import BenchRequest, Config
 from fact.tune.runners import Builder, Runner
+from fact.tune.strategies.topk import SPLIT_K_TWINS
 
 log = logging.getLogger(__name__)
 DEFAULT_REPS = FULL_REPS
@@ -411,7 +412,9 @@ def _knobs_of(m: Measurement) -> object:
 def _planned(strategy: str, space: Space, opts: strategies.Options, budget: Budget) -> int:
     total = len(space.all_configs())
     if strategy == "topk":
-        k = min(opts.top_k + len(opts.seeds), len(space.kernels))
+        # the picks, and the parallel split-K twins built beside them (strategies.topk)
+        twins = SPLIT_K_TWINS if any(spec.mode is Mode.SPLITK_PARALLEL for spec in space.kernels) else 0
+        k = min(opts.top_k + len(opts.seeds) + twins, len(space.kernels))
         # the finalists and, at most as many, their cluster twins (strategies.topk)
         finals = sorted((len(v) for v in space.knobs.values()), reverse=True)[:2 * opts.finalists]
         total = k + sum(finals)

@@ -42,16 +42,16 @@ class Options:
 
 
 def kernel_family_tag(spec: GemmSpec) -> tuple[object, ...]:
-    """Kernels sharing this tag differ only in cluster or scheduler details."""
+    """Kernels sharing this tag differ only in cluster or scheduler details, not in how they split K."""
     t = spec.tiles
     if isinstance(t, Sm90Tiles):
-        return ("sm90", t.tile, t.schedule, t.scheduler)
-    return ("sm80", t.threadblock, t.split_k)
+        return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode)
+    return ("sm80", t.threadblock, t.split_k, spec.mode)
 
 
 def rank_kernels(space: Space, options: Options, per_tag: int = 1) -> list[GemmSpec]:
     """Kernels in ranked order, spreading over tile shapes first: at most `per_tag` of each
-    tile / schedule / scheduler in a first pass, then the rest in ranked order."""
+    tile / schedule / scheduler / mode in a first pass, then the rest in ranked order."""
     ranked = list(options.ranked) or list(space.kernels)
     known = {s.key for s in space.kernels}
     ranked = [s for s in ranked if s.key in known]

@@ -13,6 +13,8 @@ from fact.tune.candidates import Space
 from fact.tune.request import Config
 from fact.tune.strategies.base import Evaluate, Options, rank_kernels, seeded
 
+SPLIT_K_TWINS = 2  # parallel split-K twins built beside the top-k picks, at most
+
 
 def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
     """Prescreen the top-k kernels (plus the seeds' kernels), then sweep the knobs of the finalists
@@ -32,10 +34,12 @@ def topk(space: Space, evaluate: Evaluate, options: Options) -> None:
         kernels = kernels[:len(kernels) - len(missing)] + missing
     # the same tiles splitting K the other way: stream-K's pieces add their partial sums inside the GEMM,
     # parallel split-K's slices in a kernel of their own. The model charges both the same bytes; on the
-    # H100 at 256x256x131072 the parallel split ran 5 % faster (results/tune/h100_2026-11-24_splitk_parallel/)
-    split = next((t for t in (_split_k_twin(space, k) for k in kernels) if t is not None), None)
-    if split is not None and split.key not in {k.key for k in kernels}:
-        kernels.append(split)  # one build more: every pick, and each schedule's best, stays
+    # H100 at 256x256x131072 the parallel split ran 5 % faster (results/tune/h100_2026-11-24_splitk_parallel/).
+    # The twins of the best-ranked stream-K picks of two tile shapes: the model cannot order tile depths at
+    # large K. At 256x256x524288 the tuner built only the first's (128x64x128, 0.2036 ms); built too, the
+    # second's (128x64x64) won, 0.1985 ms against 0.1998 (results/tune/h100_2026-11-24_largek_ceiling/)
+    order = {spec.key: i for i, spec in enumerate(ranked)}
+    kernels += _split_k_twins(space, sorted(kernels, key=lambda k: order.get(k.key, len(order))))  # every pick stays
     screen = [Config(spec, space.knobs[spec.key][0]) for spec in kernels]
     screened = evaluate(screen, reps=options.prescreen_reps)
     results = sorted(((m.median_ms, i) for i, m in enumerate(screened) if m.ok), key=lambda t: t[0])
@@ -81,6 +85,21 @@ def _cluster_twin(space: Space, spec: GemmSpec) -> GemmSpec | None:
         return None
     twin = dataclasses.replace(t, cluster=t.cluster[::-1])
     return next((s for s in space.kernels if s.tiles == twin and s.mode is spec.mode), None)
+
+
+def _split_k_twins(space: Space, picks: list[GemmSpec]) -> list[GemmSpec]:
+    """The parallel split-K twins (in the pick's cluster) of the first stream-K picks of the first
+    SPLIT_K_TWINS tile shapes, in the order of `picks`, that `picks` lacks. On the H100 no clustered
+    split-K kernel beat the best unclustered one at large K (results/tune/h100_2026-11-24_largek_ceiling/),
+    so a second cluster of one tile shape is not worth a build."""
+    have, shapes, out = {k.key for k in picks}, set(), []
+    for twin in (_split_k_twin(space, k) for k in picks):
+        if twin is None or twin.tiles.tile in shapes or len(shapes) >= SPLIT_K_TWINS:  # type: ignore[union-attr]
+            continue
+        shapes.add(twin.tiles.tile)  # type: ignore[union-attr]
+        if twin.key not in have:
+            out.append(twin)
+    return out
 
 
 def _split_k_twin(space: Space, spec: GemmSpec) -> GemmSpec | None:
