@@ -234,7 +234,7 @@ def parse_report(text: str, fact_markers: Sequence[str] = FACT_MARKERS) -> dict[
                 current.append(body.strip())
         elif _META.match(body.strip()):
             close()
-            err = re.search(r"ERROR SUMMARY: (\d+) errors?", body)
+            err = re.search(r"ERROR SUMMARY: (\d+) errors?$", body.rstrip())  # not "N errors were not printed"
             if err:
                 summary["errors"] = int(err.group(1))
             race = re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)",
