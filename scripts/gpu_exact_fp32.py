@@ -128,6 +128,13 @@ def named_kernels() -> dict[str, GemmSpec]:
     for layout in ("nn", "tt", "nt"):
         out[f"gemm_k16_p128_{layout}_presplit"] = spec(promotion=128, layout=layout, **ps)
         out[f"gemm_k16_p128_{layout}_c2x1_presplit"] = spec(promotion=128, layout=layout, cluster=(2, 1), **ps)
+    # the raw fp32 tile as the big part (wgmma truncates it): the split writes only the small parts
+    out["batched_k16_p64"] = spec(Mode.BATCHED, tile=(128, 128, 16), promotion=64)
+    for p in (64, 128):
+        out[f"gemm_k16_p{p}_rawbig"] = spec(tile=(128, 128, 16), promotion=p, raw_big=True)
+    out["batched_k16_p64_rawbig"] = spec(Mode.BATCHED, tile=(128, 128, 16), promotion=64, raw_big=True)
+    out["streamk_k16_p128_rawbig"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK,
+                                          promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -161,16 +168,17 @@ def cases(quick: bool = False) -> list[Case]:
     gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
     acc2 = ("gemm_k16_acc2_p64", "gemm_n192_acc2_p32", "gemm_n192_acc2_p64")
     batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs", "batched_k16_p128_presplit",
-               "batched_k16_p128_c2x1_presplit")
+               "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig")
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
-               "streamk_k16_p128_c2x1_presplit")
-    square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs)
+               "streamk_k16_p128_c2x1_presplit", "streamk_k16_p128_rawbig")
+    rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig")
+    square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
                 "gemm_k16_p128_c1x2_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k32_p128_presplit",
                 "gemm_n192_acc2_p64_presplit")
     square, gemm = (*square, *presplit), (*gemm, *presplit)
     # bad inputs: the presplit kernels' numerics are the shared-memory split's
-    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit")
+    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit", *rawbig)
 
     def layouts(lay: str) -> tuple[str, ...]:
         return (f"gemm_k16_p128_{lay}", f"gemm_k16_p128_{lay}_presplit", f"gemm_k16_p128_{lay}_c2x1_presplit")

@@ -64,7 +64,7 @@ def test_tf32_rounding_and_split_are_exact_where_they_must_be() -> None:
     assert round_tf32(x)[3] == -(1 + 2**-10)
     g = torch.Generator().manual_seed(0)
     y = torch.cat([x, (torch.rand(4096, generator=g) - 0.5) * 10.0 ** torch.randint(-30, 30, (4096,), generator=g)])
-    for how in ("round", "trunc"):
+    for how in ("round", "trunc", "raw_big"):
         big, small = split(y, how)
         assert torch.isfinite(big).all() and torch.isfinite(small).all()
         assert torch.equal(trunc_tf32(big), big) and torch.equal(trunc_tf32(small), small)  # both are TF32
@@ -111,6 +111,28 @@ def test_promoted_3xtf32_is_no_worse_than_fp32_accumulation(inputs) -> None:
     assert e["3xtf32_p32_trunc"] > 1.5 * e["3xtf32_p32"], e
 
 
+def test_a_raw_big_part_costs_a_bit_of_accuracy_that_sgemm_leaves_room_for_from_k_1024() -> None:
+    """The raw tile as the big part (wgmma truncates it), the small part rounded: a small part up to
+    twice as large whose rounding drops one more bit, so it errs more than the rounded split but,
+    promoted as fact promotes, stays below SGEMM from K = 1024 on (uniform and eight-decade inputs),
+    where SGEMM's own error has grown; at K = 256 on eight decades it does not (so fact keeps the
+    rounded split there)."""
+    big, small = split(torch.tensor([1.0 + 2.0**-10 + 2.0**-11 + 2.0**-30]), "raw_big")
+    assert big.item() == 1.0 + 2.0**-10 and small.item() == 2.0**-11  # big truncated, small rounded
+    for k, inputs in ((1024, uniform_inputs), (1024, wide_inputs), (2048, wide_inputs)):
+        p = promotion_for(k)
+        worst = {"sgemm": 0.0, "round": 0.0, "raw": 0.0}
+        for seed in range(2):
+            a, b = inputs(32, 32, k, seed=seed)
+            e = errors(a, b, ("sgemm", f"3xtf32_p{p}", f"3xtf32_p{p}_rawbig"), samples=256, seed=seed)
+            for name, scheme in (("sgemm", "sgemm"), ("round", f"3xtf32_p{p}"), ("raw", f"3xtf32_p{p}_rawbig")):
+                worst[name] = max(worst[name], e[scheme])
+        assert worst["round"] < worst["raw"] < worst["sgemm"], (k, inputs.__name__, worst)
+    a, b = wide_inputs(32, 32, 256, seed=0)
+    e = errors(a, b, ("sgemm", "3xtf32_p32_rawbig"), samples=256)
+    assert e["3xtf32_p32_rawbig"] > e["sgemm"], e
+
+
 def test_scaled_small_parts_keep_the_residual_sum_in_the_normal_range() -> None:
     """Entries near 1e-19 (a quarter subnormal) put the products near 1e-38 and the residual sum 2^11
     below, where fp32's quantum is a fixed 2^-149: unscaled, the model errs ~10x more than SGEMM (the
@@ -155,7 +177,7 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    for added in ("a_in_registers", "accumulators", "presplit"):  # the key before these fields
+    for added in ("a_in_registers", "accumulators", "presplit", "raw_big"):  # the key before these fields
         del before["tiles"][added]
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
@@ -181,6 +203,8 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 8), promotion=32, a_in_registers=True)}, "at least two wgmma k-blocks"),
     ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, presplit=True)}, "not both"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), presplit=True, raw_big=True)}, "write their own big parts"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, raw_big=True)}, "write their own big"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -263,6 +287,25 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     assert "fact_split_word<true>(word, rest)" in text and "fact_split_word<true>" not in plain
 
 
+def test_a_raw_big_split_writes_only_the_small_parts() -> None:
+    """raw_big: x stays where TMA wrote it (wgmma truncates it to big), the split writes small parts
+    only; named and keyed apart; the JSON of the tuning database carries it."""
+    from fact.tune.db import spec_from_json, spec_to_json
+
+    plain = exact_sm90()[3]  # stream-K
+    raw = GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(plain.tiles, raw_big=True)}).validate()
+    assert raw.name == plain.name.replace("_p128_", "_p128_rawbig_") and raw.key != plain.key
+    assert spec_from_json(spec_to_json(raw)) == raw and spec_from_json(spec_to_json(plain)) == plain
+    text, before = render(raw).sources[f"{raw.name}.cu"], render(plain).sources[f"{plain.name}.cu"]
+    split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
+    assert "fact_small_of_raw(x.x)" in split and "w[i] = " not in split and "fact_split_word" not in split
+    assert "x - __uint_as_float(word & 0xffffe000u)" in text and "fact_small_of_raw" not in before
+    assert "w[i] = x;" in before
+    # the mainloop is otherwise the same: three batches on the raw (big) and small buffers
+    mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
+    assert mma == before[before.index("CUTLASS_DEVICE void mma("):before.index("CUTLASS_DEVICE void mma_tail")]
+
+
 def test_presplit_verification_takes_any_k_and_rows() -> None:
     """The pass reads any alignment: its third case keeps K odd, where the others' is aligned. Every
     kernel's second case is odd in M, N and K, so its binding stages the operands."""
@@ -323,18 +366,22 @@ def test_rendered_source_carries_the_design() -> None:
 
 @pytest.mark.slow
 @pytest.mark.nvcc
-@pytest.mark.parametrize("variant", ["evt", "a_in_registers", "presplit"])
+@pytest.mark.parametrize("variant", ["evt", "a_in_registers", "presplit", "raw_big"])
 def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     """An instance through nvcc for sm_90a: the mainloop, the stage count's static checks and the
     epilogue together (~1-2 min each on 2 cores). The EVT instance (bias, tanh-GELU, residual) with
-    the split in shared memory, the plain one with A split in registers at tile K 16, and the batched
-    one whose operands (in their other layouts) are split before the mainloop."""
+    the split in shared memory, the plain one with A split in registers at tile K 16, the batched
+    one whose operands (in their other layouts) are split before the mainloop, and the stream-K one
+    whose big parts are the raw tiles."""
     from fact.compile.toolchain import compile_check, find_toolchain
 
     spec = exact_sm90()[4] if variant == "presplit" else exact_sm90()[1]
-    if variant == "a_in_registers":
-        spec = GemmSpec(**{**exact_sm90()[0].__dict__,
-                           "tiles": Sm90SplitTiles((128, 128, 16), promotion=128, a_in_registers=True)})
+    if variant in ("a_in_registers", "raw_big"):
+        mode, scheduler = (Mode.STREAMK, Scheduler.STREAMK) if variant == "raw_big" else (Mode.GEMM, Scheduler.PERSISTENT)
+        spec = GemmSpec(**{**exact_sm90()[0].__dict__, "mode": mode,
+                           "tiles": Sm90SplitTiles((128, 128, 16), scheduler=scheduler, promotion=128,
+                                                   a_in_registers=variant == "a_in_registers",
+                                                   raw_big=variant == "raw_big")})
     rendered = render(spec)
     for name, text in rendered.sources.items():
         (tmp_path / name).write_text(text)

@@ -83,19 +83,19 @@ def split(x: torch.Tensor, rounding: str = "round", scale: float = 1.0) -> tuple
         x: float32 tensor.
         rounding: "round": big = round_tf32(x), small = round_tf32(x - big) (what the kernel writes to
             shared memory); "trunc": big = trunc_tf32(x), small = trunc_tf32(x - big) (what wgmma reads
-            from the raw fp32 values, were they left as they are).
+            from the raw fp32 values, were they left as they are); "raw_big": big = trunc_tf32(x) (the raw
+            tile as wgmma reads it), small = round_tf32(x - big) (the kernel's `raw_big` split).
         scale: a power of two the small part is stored times (SMALL_SCALE in the kernel).
 
     Infinities get small = 0 (x - big would be NaN); NaN stays NaN in both parts; a finite x that
     rounds past the largest TF32 keeps its truncated big part, as in the kernel.
     """
-    if rounding not in ("round", "trunc"):
-        raise ValueError(f"rounding must be 'round' or 'trunc', not {rounding!r}")
-    to_tf32 = round_tf32 if rounding == "round" else trunc_tf32
-    big = to_tf32(x)
+    if rounding not in ("round", "trunc", "raw_big"):
+        raise ValueError(f"rounding must be 'round', 'trunc' or 'raw_big', not {rounding!r}")
+    big = round_tf32(x) if rounding == "round" else trunc_tf32(x)
     big = torch.where(torch.isinf(big) & torch.isfinite(x), trunc_tf32(x), big)
     rest = torch.where(torch.isinf(x), torch.zeros_like(x), x - big)
-    return big, to_tf32(rest * scale)
+    return big, (trunc_tf32 if rounding == "trunc" else round_tf32)(rest * scale)
 
 
 def _rz_fp32(s: torch.Tensor) -> torch.Tensor:
@@ -169,7 +169,7 @@ def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCore
     return main, sums[:, chunks - 1]
 
 
-_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc)?(_unscaled)?)$")
+_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?)$")
 
 
 def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
@@ -181,7 +181,8 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
         tf32: one tensor-core product of the truncated operands.
         3xtf32: big.big and the two residual products in one accumulator each, no promotion.
         3xtf32_pN: big.big promoted every N elements of K (the kernel); _trunc: both parts truncated
-            to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _unscaled: small parts
+            to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _rawbig: big truncated,
+            small rounded (the kernel's `raw_big` split); _unscaled: small parts
             not scaled by SMALL_SCALE (the kernel before 2026-11-24).
 
     Raises:
@@ -189,14 +190,15 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     """
     m = _SCHEME.match(scheme)
     if m is None:
-        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc][_unscaled]")
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled]")
     if scheme.startswith("sgemm"):
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
         return tc_accumulate(trunc_tf32(a).double() * trunc_tf32(b).double(), model).float()
     scale = 1.0 if m.group(5) else SMALL_SCALE
-    a_big, a_small = split(a, "trunc" if m.group(4) else "round", scale)
-    b_big, b_small = split(b, "trunc" if m.group(4) else "round", scale)
+    rounding = {"_trunc": "trunc", "_rawbig": "raw_big"}.get(m.group(4) or "", "round")
+    a_big, a_small = split(a, rounding, scale)
+    b_big, b_small = split(b, rounding, scale)
     big = a_big.double() * b_big.double()
     small_b = a_big.double() * b_small.double()
     small_a = a_small.double() * b_big.double()

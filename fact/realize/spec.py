@@ -113,7 +113,11 @@ class Sm90SplitTiles(Sm90Tiles):
     its traffic but serialises A's split with its own warpgroup's wgmma (slower on the H100:
     results/exact_fp32/h100_2026-11-23/). With `presplit`, neither: a pass over global memory
     before the GEMM writes both operands' big and small parts K-major, and the mainloop only loads
-    them (TMA) and multiplies; that pass reads each operand in its own layout, so no copy is needed."""
+    them (TMA) and multiplies; that pass reads each operand in its own layout, so no copy is needed.
+    With `raw_big`, the shared-memory split writes only the small parts, small = rna_tf32(x - trunc_tf32(x)):
+    big is the raw fp32 tile, which wgmma reads as TF32 by truncation. That spares a stage a third of
+    its split traffic (one write of both tiles) at the price of a small part up to twice as large, so
+    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both)."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -125,6 +129,7 @@ class Sm90SplitTiles(Sm90Tiles):
     # frees S's registers for a tile N up to 192, at the price of inf x inf giving NaN (0 x inf)
     accumulators: int = 3
     presplit: bool = False
+    raw_big: bool = False
 
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
@@ -176,6 +181,7 @@ class GemmSpec:
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
+                hier += "_rawbig" if t.raw_big else ""
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -343,6 +349,9 @@ class GemmSpec:
                             f"({stage_bytes} bytes a stage); use tile K 32 or 16")
         if t.a_in_registers and t.presplit:
             raise SpecError("A is split either in registers or before the mainloop (presplit), not both")
+        if t.raw_big and (t.presplit or t.a_in_registers):
+            raise SpecError("a raw big part is the shared-memory split's: the presplit pass and the register split "
+                            "write their own big parts")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
@@ -410,7 +419,8 @@ def _canon(value: Any) -> Any:
 
 
 # Tile fields added after kernels of their family existed, with the default those kernels had.
-_ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False}
+_ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
+                                       "raw_big": False}
 
 
 def spec_key(spec: KernelSpec) -> str:
