@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 STAGE_KIB = (8, 16, 32)
+MAX_SMEM = 227 << 10  # dynamic shared memory a CTA may hold (kMaxSmem): the occupancy query refuses more
 STAGES = (2, 3, 4, 5, 6, 7, 8)
 PER_SM = (1, 2)
 LD_KINDS = ("ld.global.cs", "ld.global.nc.L1::no_allocate", "ld.global.nc.L1::no_allocate.L2::256B",
@@ -237,7 +238,7 @@ def main() -> int:
     bulk = [{"op": "bulk", "stage_bytes": kib << 10, "stages": s, "blocks": sms * k, "per_sm": k,
              "order": "chunked" if c else "grid-stride"}
             for kib in STAGE_KIB for s in STAGES for k in PER_SM for c in (True, False)
-            if ext.bulk_occupancy(kib << 10, s) >= k]
+            if (kib << 10) * s <= MAX_SMEM and ext.bulk_occupancy(kib << 10, s) >= k]
     ld = [{"op": "ld", "kind": kind, "blocks": sms * b, "threads": t, "in_flight": f}
           for kind in LD_KINDS for b, t in ((1, 1024), (2, 1024), (4, 512)) for f in (4, 8)]
 
