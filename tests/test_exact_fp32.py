@@ -18,7 +18,7 @@ from fact.core.specs import ProblemShape
 from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
-from fact.realize.choose import presplit_pays, promotion_for, sm90_3xtf32_spec
+from fact.realize.choose import RAW_BIG_MIN_K, presplit_pays, promotion_for, sm90_3xtf32_spec
 from fact.realize.exact_fp32 import (
     SMALL_SCALE,
     TensorCoreModel,
@@ -226,6 +226,9 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
     large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
     assert large_k.mode is Mode.STREAMK and large_k.tiles.scheduler is Scheduler.STREAMK
+    # x as its own big part from K = 65536 on, where SGEMM's error has grown past the bit it costs
+    assert large_k.tiles.raw_big and not chosen.tiles.raw_big
+    assert [spec_for(_match(k=k, pattern="gemm_large_k"), "sm90").tiles.raw_big for k in (32768, 65536)] == [False, True]
     batched = spec_for(_match(batch=8), "sm90")
     assert batched.mode is Mode.BATCHED
     assert spec_for(_match(), "sm80").family == "sm80_gemm"  # wgmma is sm90's
@@ -408,8 +411,8 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
     torch.backends.cuda.matmul.allow_tf32 = False
     cache = BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds")  # one build per interval, not per case
 
-    def kernel_for(k: int) -> Any:  # the promotion interval fact picks for this depth
-        tiles = dataclasses.replace(exact_sm90()[0].tiles, promotion=promotion_for(k))
+    def kernel_for(k: int) -> Any:  # the promotion interval and the split fact pick for this depth
+        tiles = dataclasses.replace(exact_sm90()[0].tiles, promotion=promotion_for(k), raw_big=k >= RAW_BIG_MIN_K)
         return build(render(dataclasses.replace(exact_sm90()[0], tiles=tiles)), cache)
 
     for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 65536)):

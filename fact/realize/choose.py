@@ -42,6 +42,18 @@ PRESPLIT_MIN_MN_OVER_SUM = 448
 PRESPLIT_CLUSTER = (2, 1)
 
 
+# From this depth on, the shared-memory split leaves x as the big part (raw_big: wgmma truncates it) and
+# writes only the small parts: a third less split traffic a stage. On the H100
+# (results/exact_fp32/h100_2026-11-24_rawbig/, 3 seeds each) stream-K at 256x256x524288 ran 0.735 ms
+# against 0.927 (2.01x SGEMM against 1.61x), at 256x256x131072 0.215 against 0.266 ms, and on eight
+# decades at 512x512x65536 0.385 against 0.479 ms, its error 4.1e-7 to 4.8e-7 against SGEMM's 7.9e-7
+# to 1.6e-6. Its small part, up to twice as large, keeps one bit less of each operand, which SGEMM's
+# own error covers only where it has grown: at 256x256x1024 (inputs with infinities, errors over the
+# finite entries) the raw big part gave 2.5e-7 against SGEMM's 2.1e-7, and on inputs near 1e-19 at
+# 512x512x2048 every 128 gave 4.0e-7 against 3.1e-7. So it starts where every measured margin was wide.
+RAW_BIG_MIN_K = 65536
+
+
 # Below this depth no kernel serves exact fp32: 3xTF32 drops small.small and rounds small to TF32
 # (about 2^-22 of each product, whatever K), while SGEMM's error grows with K from 2^-24. The CPU model
 # (fact/realize/exact_fp32.py, uniform inputs, 6 seeds) puts 3xTF32 at 1.1-1.2x SGEMM's error for
@@ -126,7 +138,8 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
     tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
-                           promotion=promotion_for(p.k), presplit=presplit)
+                           promotion=promotion_for(p.k), presplit=presplit,
+                           raw_big=not presplit and p.k >= RAW_BIG_MIN_K)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import promotion_for
+from fact.realize.choose import RAW_BIG_MIN_K, promotion_for
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -104,12 +104,13 @@ class SplitPlace:
     in_registers: bool = False  # A in the consumers' registers (B in shared memory)
     presplit: bool = False  # both, by a pass over global memory before the mainloop
     cluster: tuple[int, int] = (1, 1)
+    raw_big: bool = False  # in shared memory, x left as the big part: only from K = RAW_BIG_MIN_K on
 
 
 # in shared memory; A in registers; before the mainloop, with TMA multicast along either cluster dimension
 # (it reads each operand twice: big and small parts)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(in_registers=True), SplitPlace(presplit=True, cluster=(2, 1)),
-                     SplitPlace(presplit=True, cluster=(1, 2)))
+                     SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True))
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
@@ -218,10 +219,13 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
             continue  # less accurate than the default interval, or not whole k-tiles (no candidate)
         if split.presplit and scheduler is Scheduler.STREAMK:
             continue  # stream-K serves large K with small M and N, where the pass costs more than it saves
+        if split.raw_big and p.k < RAW_BIG_MIN_K:
+            continue  # its error stays below SGEMM's only where SGEMM's own has grown (fact.realize.choose)
         mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
                        mode, Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
-                                            a_in_registers=split.in_registers, presplit=split.presplit))
+                                            a_in_registers=split.in_registers, presplit=split.presplit,
+                                            raw_big=split.raw_big))
 
 
 def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -> list[Knobs]:
