@@ -20,6 +20,7 @@ from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
 from fact.realize.choose import RAW_BIG_MIN_K, presplit_pays, promotion_for, sm90_3xtf32_spec
 from fact.realize.exact_fp32 import (
+    RAW_BIG_SMALL_SCALE,
     SMALL_SCALE,
     TensorCoreModel,
     errors,
@@ -80,9 +81,30 @@ def test_tf32_rounding_and_split_are_exact_where_they_must_be() -> None:
 
 
 def test_split_keeps_inf_and_nan() -> None:
-    big, small = split(torch.tensor([float("inf"), -float("inf"), float("nan")]))
-    assert big[0] == float("inf") and small[0] == 0 and big[1] == -float("inf") and small[1] == 0
-    assert torch.isnan(big[2]) and torch.isnan(small[2])
+    for how in ("round", "raw_big"):
+        big, small = split(torch.tensor([float("inf"), -float("inf"), float("nan"), 3.4028235e38]), how)
+        assert big[0] == float("inf") and small[0] == 0 and big[1] == -float("inf") and small[1] == 0
+        assert torch.isnan(big[2]) and torch.isnan(small[2])
+        assert torch.isfinite(big[3]) and torch.isfinite(small[3])  # FLT_MAX: no part overflows
+
+
+def test_raw_big_small_parts_keep_the_rounded_splits_bound() -> None:
+    """x - trunc_tf32(x) is up to twice x - round_tf32(x): scaled by 2^9, not 2^10, the small parts stay
+    within |x| / 2 as the rounded split's do, so the residual sum stays within the sum of |a.b|. Scaled
+    by 2^10, a sum near fp32's largest finite values overflowed where SGEMM's did not."""
+    g = torch.Generator().manual_seed(0)
+    x = ((torch.rand(1 << 16, generator=g) + 1) * 2.0 ** torch.randint(-100, 100, (1 << 16,), generator=g)).float()
+    for how, scale in (("round", SMALL_SCALE), ("raw_big", RAW_BIG_SMALL_SCALE)):
+        _, small = split(x, how, scale)
+        assert (small.abs() <= x.abs() / 2).all(), how
+    assert (split(x, "raw_big", SMALL_SCALE)[1].abs() > x.abs() / 2).any()
+    # every product near 2^122 and positive: the true sum is about 1.7e38, below FLT_MAX
+    a = torch.full((1, 32), 2.0**61 * (1 + 2**-10 - 2**-23))
+    b = a * 2.0**-11
+    exact = (a.double() * b.double()).sum().item()
+    assert exact < 3.4e38
+    got = scheme_dot(a, b, "3xtf32_p32_rawbig").item()
+    assert abs(got - exact) <= exact * 1e-6, (got, exact)
 
 
 def test_tensor_core_model_truncates_toward_zero() -> None:
@@ -304,6 +326,8 @@ def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     assert "fact_small_of_raw(x.x)" in split and "w[i] = " not in split and "fact_split_word" not in split
     assert "x - __uint_as_float(word & 0xffffe000u)" in text and "fact_small_of_raw" not in before
     assert "w[i] = x;" in before
+    # its small parts are twice the rounded split's at most: half the scale keeps the residual sum's bound
+    assert "constexpr float kSmallScale = 512.f;" in text and "constexpr float kSmallScale = 1024.f;" in before
     # the mainloop is otherwise the same: three batches on the raw (big) and small buffers
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
     assert mma == before[before.index("CUTLASS_DEVICE void mma("):before.index("CUTLASS_DEVICE void mma_tail")]

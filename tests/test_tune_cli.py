@@ -174,3 +174,24 @@ def test_synthesize_command_takes_tune_flags() -> None:
 
     args = build_parser().parse_args(["synthesize", "x.py:M", "--tune-missing"])
     assert args.tune_missing and not args.tune
+
+
+def test_a_raw_big_winner_below_its_depth_is_not_served(tmp_path: Path) -> None:
+    """A raw-big 3xTF32 row at a depth below RAW_BIG_MIN_K (a row from a looser rule, or a raised
+    threshold) is passed over like a promotion interval that outlived its rule."""
+    from dataclasses import replace as copy
+
+    from fact.realize.choose import RAW_BIG_MIN_K
+    from fact.tune.measurement import Measurement, Status
+
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
+    default = spec_for(match, Arch.SM90)
+    t = target_of(match, default)
+    assert t.problem.k < RAW_BIG_MIN_K and not default.tiles.raw_big
+    stale = copy(default, tiles=copy(default.tiles, raw_big=True))
+    db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
+    db.record(t, stale, Measurement(stale.key, stale.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem,
+                                    Status.OK, 0.1, 0.0, 30, verified=True))
+    same, notes, knobs = tuned_realizations([SimpleNamespace(match=match)],
+                                            {match.id: Realization(match.id, default, ())}, db=db)
+    assert same[match.id].spec == default and not knobs and f"from K = {RAW_BIG_MIN_K} on" in notes[0], notes

@@ -74,6 +74,9 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
 # keeps that sum in fp32's normal range where the inputs' products are near its bottom (kSmallScale in
 # templates/sm90_gemm_3xtf32.cu.j2).
 SMALL_SCALE = 2.0**10
+# The raw-big split's small part (x - trunc_tf32(x)) can be twice the rounded split's: scaled by half as
+# much, the residual sum keeps the same bound (kSmallScale with raw_big).
+RAW_BIG_SMALL_SCALE = 2.0**9
 
 
 def split(x: torch.Tensor, rounding: str = "round", scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,7 +198,7 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
         return tc_accumulate(trunc_tf32(a).double() * trunc_tf32(b).double(), model).float()
-    scale = 1.0 if m.group(5) else SMALL_SCALE
+    scale = 1.0 if m.group(5) else RAW_BIG_SMALL_SCALE if m.group(4) == "_rawbig" else SMALL_SCALE
     rounding = {"_trunc": "trunc", "_rawbig": "raw_big"}.get(m.group(4) or "", "round")
     a_big, a_small = split(a, rounding, scale)
     b_big, b_small = split(b, rounding, scale)
@@ -258,5 +261,5 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
     return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
 
 
-__all__ = ["HOPPER_TF32", "SMALL_SCALE", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
+__all__ = ["HOPPER_TF32", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
            "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fact.realize.choose import promotion_for
+from fact.realize.choose import RAW_BIG_MIN_K, promotion_for
 from fact.realize.spec import GemmSpec, Sm90SplitTiles
 from fact.tune.candidates import TUNED_FAMILIES, NoCandidateError, Target
 from fact.tune.request import Knobs
@@ -93,6 +93,8 @@ def _outgrown(spec: GemmSpec, target: Target) -> str | None:
     if isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.promotion > promotion_for(target.problem.k):
         return (f"promotes every {spec.tiles.promotion}, longer than the {promotion_for(target.problem.k)} "
                 f"allowed at K = {target.problem.k}")
+    if isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.raw_big and target.problem.k < RAW_BIG_MIN_K:
+        return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {target.problem.k}"
     return None
 
 

@@ -62,8 +62,11 @@ STREAMK_FIXUP = 0.06
 COPY_SHARE = 0.25
 SCHEDULE_FACTOR = {Schedule.COOPERATIVE: 1.0, Schedule.PINGPONG: 0.97, Schedule.WARP_SPECIALIZED: 0.85}
 CLUSTER_FACTOR = {1: 1.0, 2: 1.02, 4: 1.01}
-# The sm90 3xTF32 split that leaves x as its big part (raw_big) ran 1.24-1.26x its rounded twin at
-# 256x256x524288, 256x256x131072 and 512x512x65536 on the H100 (results/exact_fp32/h100_2026-11-24_rawbig/).
+# The sm90 3xTF32 split that leaves x as its big part (raw_big) ran 1.24-1.26x its rounded twin in the
+# stream-K kernel at 256x256x524288, 256x256x131072 and 512x512x65536 on the H100
+# (results/exact_fp32/h100_2026-11-24_rawbig/). Only there: the persistent kernels gained less
+# (1.09-1.20x) at shapes where the split before the mainloop, which the model does not tell apart, ran
+# faster still.
 RAW_BIG_FACTOR = 1.24
 # Epilogue cost per output element, in units of EPILOGUE_RATE (one unit ~ a few issued
 # instructions); calibrated on the H100 bf16 Linear + activation timings (results/bench run 4).
@@ -85,7 +88,8 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
         (tm, tn, tk), family = t.tile, Arch.SM90
         eff = (_tile_efficiency(tm, tn) * SCHEDULE_FACTOR[t.schedule]
                * CLUSTER_FACTOR.get(t.cluster[0] * t.cluster[1], 1.0)
-               * (RAW_BIG_FACTOR if isinstance(t, Sm90SplitTiles) and t.raw_big else 1.0))
+               * (RAW_BIG_FACTOR if isinstance(t, Sm90SplitTiles) and t.raw_big
+                  and t.scheduler is Scheduler.STREAMK else 1.0))
         streamk = t.scheduler is Scheduler.STREAMK
         if spec.mode is Mode.SPLITK_PARALLEL and splits <= 1:
             splits = parallel_fill(spec, problem, device.sms)  # what its prescreen runs

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fact.realize.spec import GemmSpec, Sm90Tiles
+from fact.realize.spec import GemmSpec, Sm90SplitTiles, Sm90Tiles
 from fact.tune.candidates import Space
 from fact.tune.measurement import Measurement
 from fact.tune.request import Config
@@ -42,8 +42,11 @@ class Options:
 
 
 def kernel_family_tag(spec: GemmSpec) -> tuple[object, ...]:
-    """Kernels sharing this tag differ only in cluster or scheduler details, not in how they split K."""
+    """Kernels sharing this tag differ only in cluster or scheduler details, not in how they split K
+    (nor, in the 3xTF32 family, in where they split the operands: the model does not tell those apart)."""
     t = spec.tiles
+    if isinstance(t, Sm90SplitTiles):
+        return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode, t.presplit, t.a_in_registers, t.raw_big)
     if isinstance(t, Sm90Tiles):
         return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode)
     return ("sm80", t.threadblock, t.split_k, spec.mode)
