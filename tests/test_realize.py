@@ -266,6 +266,10 @@ def test_sm90_parallel_split_k_runs_its_slices_as_batches_and_adds_them_apart() 
     # the reduction is the GEMM's programmatic dependent: launched early, it waits in hardware for the partials
     assert "cudaLaunchKernelEx(&config, fact_" in text and "cudaLaunchAttributeProgrammaticStreamSerialization" in text
     assert "griddepcontrol.wait;" in text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in text
+    # the partials come through L2 (the GEMM writing them runs on), and a refused dependent launch
+    # falls back to a plain one after the GEMM
+    assert "__ldcg(part + " in text and "float const* __restrict__ parts" not in text
+    assert "config.numAttrs = 0;" in text
     assert "{%" not in text and "{{ " not in text
     row = render(replace(spec, layout_a=Layout.ROW)).sources[f"{replace(spec, layout_a=Layout.ROW).name}.cu"]
     assert "int64_t const k_step_a = 1, k_step_b = 1;" in row
