@@ -943,12 +943,18 @@ def test_rows_timed_on_other_kernel_templates_are_not_served(tmp_path, monkeypat
     before = tdb.templates_digest(folder)
     (folder / "k.cu.j2").write_text("launch B")
     assert tdb.templates_digest(folder) != before
+    after = tdb.templates_digest(folder)
+    (folder / ".k.cu.j2.swp").write_text("an editor's")  # not a template: the digest stays
+    (folder / "notes.txt").write_text("x")
+    assert tdb.templates_digest(folder) == after
     here = Environment.current("gpu", Arch.SM90)
     assert here.cutlass.endswith("+fact." + tdb.templates_digest()[:12])
     t = target(256, 256, 131072)
     path = tmp_path / "t.sqlite"
     _record_all(db_at(path, dataclasses.replace(here, cutlass=here.cutlass.split("+")[0] + "+fact.0123456789ab")), t)
     assert db_at(path, here).lookup(t) == {} and db_at(path, here).best(t) is None
+    _record_all(db_at(path, here), t)  # the same rows under this digest are served
+    assert db_at(path, here).best(t) is not None
 
 
 def test_a_raw_big_split_is_searched_and_ranked_ahead_only_at_large_k() -> None:

@@ -80,9 +80,9 @@ class Environment:
 
 
 def templates_digest(folder: Path | None = None) -> str:
-    """sha256 of the kernel templates (every file under `folder`; default fact/realize/templates, read
-    once per process): part of a measurement's environment, so rows timed on other kernel code are never
-    served."""
+    """sha256 of the kernel templates (every `*.j2` file under `folder`, hidden ones left out, so an
+    editor's swap file does not count; default fact/realize/templates, read once per process): part of
+    a measurement's environment, so rows timed on other kernel code are never served."""
     return _digest(folder) if folder is not None else _templates_digest()
 
 
@@ -93,7 +93,7 @@ def _templates_digest() -> str:
 
 def _digest(folder: Path) -> str:
     h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*.j2") if p.is_file() and not p.name.startswith(".")):
         h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
