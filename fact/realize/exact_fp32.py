@@ -7,7 +7,9 @@ small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled b
     D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
 
 where TC(.) is a tensor-core accumulation and each chunk sum of the big product is added to an fp32
-register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`.
+register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; the
+next chunk's sum starts from that add's rounding error (fast_two_sum), so the promotions' roundings do
+not pile up along K.
 
 This module replays that arithmetic on sampled output elements in float64/float32 on the CPU, so the
 design (promotion interval, rounding of the small part, order of the sums) is grounded before a GPU
@@ -152,27 +154,51 @@ def fp32_fma_accumulate(a: torch.Tensor, b: torch.Tensor, splits: int = 1) -> to
     return out
 
 
-def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCoreModel = HOPPER_TF32
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+def fast_two_sum(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a + b rounded to fp32, its rounding error) as the kernel computes them in fp32: the error is
+    b - ((a + b) - a), exact where |a| >= |b| and within an ulp of it otherwise; 0 where the sum is
+    not finite. float32 in, float32 out."""
+    total = a + b
+    lost = b - (total - a)
+    return total, torch.where(torch.isfinite(total), lost, torch.zeros_like(lost))
+
+
+def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCoreModel = HOPPER_TF32,
+                        compensated: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The big.big product as the kernel sums it: tensor-core sums over chunks of `interval`
     elements of K, each added in fp32 (round to nearest) to a register accumulator.
 
+    Args:
+        compensated: each chunk's tensor-core sum starts from the previous add's rounding error
+            (fast_two_sum), as the kernel's promote does; False: from 0 (the kernel before 2026-11-24's
+            compensation).
+
     Returns:
-        (promoted float32 [S] of all full chunks, the last chunk's tensor-core sum as float64 [S]):
-        the kernel adds the last (partial or not) chunk at the end, with the residual products.
+        (promoted float32 [S] of all full chunks, the last chunk's tensor-core sum as float64 [S], and
+        the rounding error of their sum as float32 [S], zero when not compensated): the kernel adds the
+        last (partial or not) chunk at the end, with the residual products.
     """
     s, k = products.shape
     chunks = -(-k // interval)
     padded = torch.zeros(s, chunks * interval, dtype=torch.float64)
     padded[:, :k] = products
-    sums = tc_accumulate(padded.view(s, chunks, interval), model)  # [S, chunks]: chunks are independent
     main = torch.zeros(s, dtype=torch.float32)
-    for c in range(chunks - 1):
-        main = main + sums[:, c].float()
-    return main, sums[:, chunks - 1]
+    if not compensated:  # chunks are independent: one tensor-core pass over all of them
+        sums = tc_accumulate(padded.view(s, chunks, interval), model)  # [S, chunks]
+        for c in range(chunks - 1):
+            main = main + sums[:, c].float()
+        return main, sums[:, chunks - 1], torch.zeros(s, dtype=torch.float32)
+    carry = torch.zeros(s, dtype=torch.float32)
+    for c in range(chunks):
+        chunk = tc_accumulate(padded[:, c * interval:(c + 1) * interval], model, carry.double())
+        total, lost = fast_two_sum(main, chunk.float())
+        if c == chunks - 1:
+            return main, chunk, lost
+        main, carry = total, lost
+    raise AssertionError("unreachable: K >= 1 gives at least one chunk")
 
 
-_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?)$")
+_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?(_plain)?)$")
 
 
 def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
@@ -186,14 +212,15 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
         3xtf32_pN: big.big promoted every N elements of K (the kernel); _trunc: both parts truncated
             to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _rawbig: big truncated,
             small rounded (the kernel's `raw_big` split); _unscaled: small parts
-            not scaled by SMALL_SCALE (the kernel before 2026-11-24).
+            not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: promotions without the
+            carried rounding error (promoted_accumulate's `compensated`, the kernel before 2026-11-24).
 
     Raises:
         ValueError: an unknown scheme name.
     """
     m = _SCHEME.match(scheme)
     if m is None:
-        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled]")
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled][_plain]")
     if scheme.startswith("sgemm"):
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
@@ -206,8 +233,9 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     small_b = a_big.double() * b_small.double()
     small_a = a_small.double() * b_big.double()
     k = a.shape[1]
+    compensated = bool(m.group(3)) and not m.group(6)
     if m.group(3):
-        main, last = promoted_accumulate(big, int(m.group(3)), model)
+        main, last, lost = promoted_accumulate(big, int(m.group(3)), model, compensated)
     else:
         main, last = torch.zeros(a.shape[0], dtype=torch.float32), tc_accumulate(big, model)
     # one accumulator for both residual products: per k-tile of 32, A_big.B_small then A_small.B_big
@@ -215,7 +243,10 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     order = torch.cat([small_b.view(-1, k // tile, tile), small_a.view(-1, k // tile, tile)], dim=-1) \
         if k % tile == 0 else torch.cat([small_b, small_a], dim=-1)
     residual = tc_accumulate(order.reshape(a.shape[0], -1), model)
-    return ((main + last.float()) + residual.float() / scale).float()
+    if not compensated:
+        return ((main + last.float()) + residual.float() / scale).float()
+    # the kernel's finish: (main + last) + fma(S, 1 / scale, that add's rounding error), rounded once each
+    return main + last.float() + (residual / scale + lost.double()).float()
 
 
 def uniform_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -261,5 +292,5 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
     return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
 
 
-__all__ = ["HOPPER_TF32", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "errors", "fp32_fma_accumulate", "promoted_accumulate", "round_tf32",
-           "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]
+__all__ = ["HOPPER_TF32", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "errors", "fast_two_sum",
+           "fp32_fma_accumulate", "promoted_accumulate", "round_tf32", "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]
