@@ -10,6 +10,7 @@ compares their errors with cuBLAS SGEMM's (TF32 off) against float64 on uniform,
 bf16-valued inputs (values TF32 holds exactly: their small parts are 0), with and without infinities.
 """
 
+import concurrent.futures as cf
 import dataclasses
 import datetime as dt
 import json
@@ -20,11 +21,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-import gpu_exact_fp32 as ex  # noqa: E402  (the issue's script: specs, inputs, errors, timing)
+import gpu_exact_fp32 as ex
 
-from fact.compile.cache import BuildCache, toolchain_versions  # noqa: E402
-from fact.realize import build, build_request, render  # noqa: E402
-from fact.realize.kernel import wrap  # noqa: E402
+from fact.compile.cache import BuildCache, toolchain_versions
+from fact.realize import build_request, render
+from fact.realize.kernel import wrap
 
 NEW = ("""      float const sum = accum(i) + big(i);
       float const lost = big(i) - (sum - accum(i));
@@ -51,14 +52,14 @@ ERROR_CASES = [  # (inputs, shape): errors only
 ]
 
 
-def plain_twin(spec, cache):
+def requests(spec):
+    """(today's build request, the plain-promotion twin's)."""
     rendered = render(spec)
     sources = dict(rendered.sources)
     for new, old in zip(NEW, OLD, strict=True):
         assert sum(text.count(new) for text in sources.values()) == 1, new
         sources = {name: text.replace(new, old) for name, text in sources.items()}
-    request = build_request(dataclasses.replace(rendered, sources=sources), spec.name + "_plainpromo")
-    return wrap(spec, cache.get(request).module)
+    return build_request(rendered), build_request(dataclasses.replace(rendered, sources=sources), spec.name + "_plainpromo")
 
 
 def fits(spec, shape) -> bool:
@@ -80,10 +81,13 @@ def inputs(kind, shape, seed, set_index=0):
 
 def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
-    cache = BuildCache()
+    cache = BuildCache(max_jobs=2)
     specs = {role: ex.named_kernels()[role] for role in ROLES}
-    kernels = {role: {"compensated": build(render(spec), cache), "plain": plain_twin(spec, cache)}
-               for role, spec in specs.items()}
+    reqs = {role: requests(spec) for role, spec in specs.items()}
+    with cf.ThreadPoolExecutor(2 * len(reqs)) as pool:  # compile in parallel, load below
+        list(pool.map(cache.get, [r for pair in reqs.values() for r in pair]))
+    kernels = {role: {"compensated": wrap(specs[role], cache.get(reqs[role][0]).module),
+                      "plain": wrap(specs[role], cache.get(reqs[role][1]).module)} for role in specs}
     flush = torch.empty(256 * 2**20 // 4, device="cuda")
     doc = {"date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "gpu": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "versions": toolchain_versions(), "command": "python3 " + " ".join(sys.argv),
@@ -103,8 +107,8 @@ def main() -> None:
             for _ in range(5):
                 for name in ("compensated", "plain"):
                     k = kernels[role][name]
-                    times[name].append(ex.time_ms(lambda z, k=k: ex.fact_call(k, case, z, buf), sets, 20, flush))
-                times["sgemm"].append(ex.time_ms(lambda z: ex.sgemm(case, z), sets, 20, flush))
+                    times[name].append(ex.time_ms(lambda z, k=k, case=case, buf=buf: ex.fact_call(k, case, z, buf), sets, 20, flush))
+                times["sgemm"].append(ex.time_ms(lambda z, case=case: ex.sgemm(case, z), sets, 20, flush))
             med = {k: statistics.median(v) for k, v in times.items()}
             doc["timing"].append({"role": role, "kernel": specs[role].name, "shape": list(shape), "round_medians_ms": times,
                                   "median_of_rounds_ms": med, "cost": med["compensated"] / med["plain"] - 1,
