@@ -236,7 +236,7 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
                  "--render", str(tmp_path)]) == 0
     folders = sorted(p.name for p in tmp_path.iterdir())
     # exact fp32 on sm90: the wgmma 3xTF32 family, promotion every 64 elements of K at K = 768
-    assert any(f.startswith("sm90_gemm_3xtf32_tn_") and f.endswith("_p64_bias_gelu_tanh") for f in folders), folders
+    assert any(f.startswith("sm90_gemm_3xtf32_tn_") and f.endswith("_p32_bias_gelu_tanh") for f in folders), folders
     assert any(f.startswith("sm80_fmha_f32_d128") for f in folders), folders
 
 

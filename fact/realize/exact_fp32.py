@@ -7,9 +7,9 @@ small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled b
     D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
 
 where TC(.) is a tensor-core accumulation and each chunk sum of the big product is added to an fp32
-register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; the
-next chunk's sum starts from that add's rounding error (fast_two_sum), so the promotions' roundings do
-not pile up along K.
+register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; that
+add's rounding error (fast_two_sum) joins the residual sum, so the promotions' roundings do not pile up
+along K.
 
 This module replays that arithmetic on sampled output elements in float64/float32 on the CPU, so the
 design (promotion interval, rounding of the small part, order of the sums) is grounded before a GPU
@@ -169,33 +169,26 @@ def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCore
     elements of K, each added in fp32 (round to nearest) to a register accumulator.
 
     Args:
-        compensated: each chunk's tensor-core sum starts from the previous add's rounding error
-            (fast_two_sum), as the kernel's promote does; False: from 0 (the kernel before 2026-11-24's
-            compensation).
+        compensated: also return each add's rounding error (fast_two_sum), which the kernel's promote
+            adds to the residual accumulator S; False: zeros (the kernel before 2026-11-24).
 
     Returns:
-        (promoted float32 [S] of all full chunks, the last chunk's tensor-core sum as float64 [S], and
-        the rounding error of their sum as float32 [S], zero when not compensated): the kernel adds the
-        last (partial or not) chunk at the end, with the residual products.
+        (promoted float32 [S] of all full chunks, the last chunk's tensor-core sum as float64 [S], the
+        rounding errors of the promotions as float32 [S, chunks - 1]): the kernel adds the last (partial
+        or not) chunk at the end, with the residual products.
     """
     s, k = products.shape
     chunks = -(-k // interval)
     padded = torch.zeros(s, chunks * interval, dtype=torch.float64)
     padded[:, :k] = products
+    sums = tc_accumulate(padded.view(s, chunks, interval), model)  # [S, chunks]: chunks are independent
     main = torch.zeros(s, dtype=torch.float32)
-    if not compensated:  # chunks are independent: one tensor-core pass over all of them
-        sums = tc_accumulate(padded.view(s, chunks, interval), model)  # [S, chunks]
-        for c in range(chunks - 1):
-            main = main + sums[:, c].float()
-        return main, sums[:, chunks - 1], torch.zeros(s, dtype=torch.float32)
-    carry = torch.zeros(s, dtype=torch.float32)
-    for c in range(chunks):
-        chunk = tc_accumulate(padded[:, c * interval:(c + 1) * interval], model, carry.double())
-        total, lost = fast_two_sum(main, chunk.float())
-        if c == chunks - 1:
-            return main, chunk, lost
-        main, carry = total, lost
-    raise AssertionError("unreachable: K >= 1 gives at least one chunk")
+    losts = torch.zeros(s, max(chunks - 1, 0), dtype=torch.float32)
+    for c in range(chunks - 1):
+        main, lost = fast_two_sum(main, sums[:, c].float())
+        if compensated:
+            losts[:, c] = lost
+    return main, sums[:, chunks - 1], losts
 
 
 _SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?(_plain)?)$")
@@ -212,8 +205,8 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
         3xtf32_pN: big.big promoted every N elements of K (the kernel); _trunc: both parts truncated
             to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _rawbig: big truncated,
             small rounded (the kernel's `raw_big` split); _unscaled: small parts
-            not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: promotions without the
-            carried rounding error (promoted_accumulate's `compensated`, the kernel before 2026-11-24).
+            not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: the promotions' rounding
+            errors dropped (promoted_accumulate's `compensated`, the kernel before 2026-11-24).
 
     Raises:
         ValueError: an unknown scheme name.
@@ -232,21 +225,34 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     big = a_big.double() * b_big.double()
     small_b = a_big.double() * b_small.double()
     small_a = a_small.double() * b_big.double()
-    k = a.shape[1]
+    k, rows = a.shape[1], a.shape[0]
+    interval = int(m.group(3) or k)
     compensated = bool(m.group(3)) and not m.group(6)
     if m.group(3):
-        main, last, lost = promoted_accumulate(big, int(m.group(3)), model, compensated)
+        main, last, losts = promoted_accumulate(big, interval, model, compensated)
     else:
-        main, last = torch.zeros(a.shape[0], dtype=torch.float32), tc_accumulate(big, model)
-    # one accumulator for both residual products: per k-tile of 32, A_big.B_small then A_small.B_big
+        main, last = torch.zeros(rows, dtype=torch.float32), tc_accumulate(big, model)
+        losts = torch.zeros(rows, 0, dtype=torch.float32)
+    # one accumulator for both residual products: per k-tile of 32, A_big.B_small then A_small.B_big;
+    # each promotion's rounding error joins it (times scale) once the interval's k-tiles are in
     tile = 32
-    order = torch.cat([small_b.view(-1, k // tile, tile), small_a.view(-1, k // tile, tile)], dim=-1) \
-        if k % tile == 0 else torch.cat([small_b, small_a], dim=-1)
-    residual = tc_accumulate(order.reshape(a.shape[0], -1), model)
+    if k % tile or interval % tile:  # no k-tiles to follow: all of K, the promotions' errors at the end
+        residual = tc_accumulate(torch.cat([small_b, small_a], dim=-1), model)
+        for c in range(losts.shape[1]):
+            residual = (residual + losts[:, c].double() * scale).float().double()
+    else:
+        order = torch.cat([small_b.view(-1, k // tile, tile), small_a.view(-1, k // tile, tile)], dim=-1)
+        order = order.reshape(rows, -1)
+        residual = torch.zeros(rows, dtype=torch.float64)
+        for c in range(-(-k // interval)):
+            residual = tc_accumulate(order[:, 2 * c * interval:2 * (c + 1) * interval], model, residual)
+            if c < losts.shape[1]:
+                residual = (residual + losts[:, c].double() * scale).float().double()  # one fma
     if not compensated:
         return ((main + last.float()) + residual.float() / scale).float()
     # the kernel's finish: (main + last) + fma(S, 1 / scale, that add's rounding error), rounded once each
-    return main + last.float() + (residual / scale + lost.double()).float()
+    promoted, lost = fast_two_sum(main, last.float())
+    return promoted + (residual / scale + lost.double()).float()
 
 
 def uniform_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

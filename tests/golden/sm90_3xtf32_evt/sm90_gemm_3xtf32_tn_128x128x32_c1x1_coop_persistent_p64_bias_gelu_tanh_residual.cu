@@ -309,16 +309,25 @@ struct FactSplitTf32Mainloop {
 
   // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
   // promote just before the batch that opens the next interval: the wait then costs the least.
+  // The add's rounding error joins S, scaled like it (Fast2Sum: exact where |accum| >= |P|, within an
+  // ulp of it otherwise), so the promotions' roundings do not pile up along K and what is left is the
+  // tensor core's truncation inside each interval. Carried in P instead, the error cost the consumers
+  // registers they do not have (ptxas spilled 300 bytes at 128x128). An infinite sum makes S NaN,
+  // which finish leaves out.
   template <class FrgTensorC>
-  CUTLASS_DEVICE static void promote(FrgTensorC& accum, FrgTensorC& big) {
+  CUTLASS_DEVICE static void promote(FrgTensorC& accum, FrgTensorC& big, FrgTensorC& small) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(big);
+    warpgroup_fence_operand(small);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
-      accum(i) += big(i);
+      float const sum = accum(i) + big(i);
+      small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));
+      accum(i) = sum;
       big(i) = 0.f;
     }
     warpgroup_fence_operand(big);
+    warpgroup_fence_operand(small);
   }
 
   // accum + P, once every wgmma is done (two accumulators: P holds all three products).
@@ -328,7 +337,8 @@ struct FactSplitTf32Mainloop {
     for (int i = 0; i < size(accum); ++i) accum(i) += big(i);
   }
 
-  // accum = (accum + P) + S / kSmallScale, once every wgmma is done.
+  // accum = (accum + P) + (S / kSmallScale + the rounding error of accum + P), once every wgmma is
+  // done: one rounding after the exact sum's two parts meet.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
     // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
@@ -336,7 +346,8 @@ struct FactSplitTf32Mainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
       float const promoted = accum(i) + big(i);
-      accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);
+      float const lost = big(i) - (promoted - accum(i));
+      accum(i) = isinf(promoted) ? promoted : promoted + fmaf(small(i), kSmallUnscale, lost);
     }
   }
   // Consumer warpgroups: split each stage (unless presplit), then (big, big) -> P,
@@ -380,7 +391,7 @@ struct FactSplitTf32Mainloop {
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by wgmma
       split_done.arrive_and_wait();
       if (since_promotion == PromotionTiles) {  // P's interval ended with the previous k-tile
-        promote(accum, big);  // after this stage's split, which that k-tile's batch hid
+        promote(accum, big, small);  // after this stage's split, which that k-tile's batch hid
         since_promotion = 0;
       }
 
