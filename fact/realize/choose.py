@@ -107,18 +107,28 @@ def steps_of(match: Match) -> tuple[Step, ...]:
     return tuple(Step(kind, a, b) for kind, (a, b) in zip(match.epilogue, args, strict=True))
 
 
-def promotion_for(k: int) -> int:
-    """The promotion interval (elements of K) of the sm90 3xTF32 family for a problem of depth `k`.
+# So few 128x128 output tiles that cuBLAS splits K across CTAs, and its shorter sums err less: at 4
+# (256x256x1024, eight-decade inputs) 1.6e-7, at 28 (509x772x1028, four decades) as little as fact
+# promoting every 64 (a tie), at 64 (1000x1004x1028) 4.1e-7, twice fact's (results/exact_fp32/).
+FEW_TILES = 32
+
+
+def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int = 1) -> int:
+    """The promotion interval (elements of K) of the sm90 3xTF32 family for a problem of depth `k`
+    (and output m x n, `batch` times; unknown: a large one).
 
     fact/realize/exact_fp32.py's model (fitted to the H100 measurements in GPU.md) puts the error of
-    promotion every 128 below sequential fp32 FMA from K ~ 1024 on, every 64 from K ~ 256, and every
-    32 everywhere it was tried (K 128..4096, uniform and eight-decade inputs); shorter intervals cost
-    more pipeline drains. On the H100 (results/exact_fp32/) these intervals kept the error below
-    SGEMM's at every timed shape and seed, while every 256 did not. Every 128 at K = 2048 did not
+    promotion every 128 below sequential fp32 FMA from K ~ 1024 on, every 64 from K ~ 256; shorter
+    intervals cost more pipeline drains. On the H100 (results/exact_fp32/) these intervals kept the error
+    below SGEMM's at every timed shape and seed, while every 256 did not. Every 128 at K = 2048 did not
     on inputs near 1e-19 with a quarter of them subnormal (3.4e-7 against 3.1e-7; every 64: 2.3e-7,
-    results/exact_fp32/h100_2026-11-24_subnormal/), so 128 starts at K = 4096.
+    results/exact_fp32/h100_2026-11-24_subnormal/), so 128 starts at K = 4096. Where the output has
+    FEW_TILES or fewer and K < 4096, cuBLAS splits K and every 64 did not (256x256x1024, eight decades:
+    2.0e-7 against 1.6e-7); every 32, with its rounding errors kept (Sm90SplitTiles.compensated), gave
+    1.4e-7 (results/exact_fp32/h100_2026-11-24_compensated/).
     """
-    return 32 if k < 4096 else 64 if k < 16384 else 128
+    few_tiles = m is not None and n is not None and batch * -(-m // 128) * -(-n // 128) <= FEW_TILES
+    return 32 if k < 512 or (few_tiles and k < 4096) else 64 if k < 4096 else 128
 
 
 def sm90_3xtf32_spec(match: Match) -> GemmSpec:
@@ -138,7 +148,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
     tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
-                           promotion=promotion_for(p.k), presplit=presplit,
+                           promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
                            raw_big=not presplit and p.k >= RAW_BIG_MIN_K)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 

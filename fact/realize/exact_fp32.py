@@ -7,9 +7,9 @@ small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled b
     D = (sum over chunks of c elements of K of TC(big_a . big_b)) + TC(big_a . small_b + small_a . big_b)
 
 where TC(.) is a tensor-core accumulation and each chunk sum of the big product is added to an fp32
-register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; that
-add's rounding error (fast_two_sum) joins the residual sum, so the promotions' roundings do not pile up
-along K.
+register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; at
+promotion every COMPENSATED_PROMOTION (32) or less, that add's rounding error (fast_two_sum) joins the
+residual sum, so the promotions' roundings do not pile up along K.
 
 This module replays that arithmetic on sampled output elements in float64/float32 on the CPU, so the
 design (promotion interval, rounding of the small part, order of the sums) is grounded before a GPU
@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass
 
 import torch
+
+from fact.realize.spec import COMPENSATED_PROMOTION
 
 _TF32_MASK = -8192  # 0xFFFFE000 as int32: sign, exponent and the 10 mantissa bits TF32 keeps
 
@@ -206,7 +208,8 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
             to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _rawbig: big truncated,
             small rounded (the kernel's `raw_big` split); _unscaled: small parts
             not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: the promotions' rounding
-            errors dropped (promoted_accumulate's `compensated`, the kernel before 2026-11-24).
+            errors dropped (promoted_accumulate's `compensated`) where the kernel keeps them (N <= 32;
+            longer intervals always drop them, as the kernel does).
 
     Raises:
         ValueError: an unknown scheme name.
@@ -227,7 +230,7 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     small_a = a_small.double() * b_big.double()
     k, rows = a.shape[1], a.shape[0]
     interval = int(m.group(3) or k)
-    compensated = bool(m.group(3)) and not m.group(6)
+    compensated = interval <= COMPENSATED_PROMOTION and bool(m.group(3)) and not m.group(6)
     if m.group(3):
         main, last, losts = promoted_accumulate(big, interval, model, compensated)
     else:

@@ -153,6 +153,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             tn = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL)
             ctx = {**common, **_sm90_context(tn), "chain_text": _chain_text(spec.epilogue),
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
+                   "compensated": spec.tiles.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
                    "raw_big": spec.tiles.raw_big,
                    # the layouts the presplit pass reads (the kernel itself is TN)

@@ -131,6 +131,19 @@ class Sm90SplitTiles(Sm90Tiles):
     presplit: bool = False
     raw_big: bool = False
 
+    @property
+    def compensated(self) -> bool:
+        """Whether each promotion's rounding error joins the residual accumulator S: at promotion every
+        COMPENSATED_PROMOTION or less, with S of its own (fact.realize.exact_fp32 models it)."""
+        return self.accumulators == 3 and self.promotion <= COMPENSATED_PROMOTION
+
+
+# The longest promotion interval whose rounding errors the kernel keeps. Every 32, they keep the error
+# below cuBLAS SGEMM's where it splits K (256x256x1024: wide inputs 1.4e-7 against 1.6e-7; dropped,
+# 1.7e-7 in the model); at 64 and 128, where fact promotes for speed, keeping them cost 4-11 % on the
+# H100 (results/exact_fp32/h100_2026-11-24_compensated/).
+COMPENSATED_PROMOTION = 32
+
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
 # stages and two source stages of 128x32) and the kernel's barriers.

@@ -209,7 +209,7 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     if target.dtype is not DType.F32 or target.precision is not Precision.EXACT:
         return
     p = target.problem
-    longest = promotion_for(p.k)
+    longest = promotion_for(p.k, p.m, p.n, p.batch)
     schedulers = [Scheduler.PERSISTENT]
     if p.batch == 1 and p.k >= LARGE_K_RATIO * max(p.m, p.n):
         schedulers.append(Scheduler.STREAMK)

@@ -90,11 +90,13 @@ def _outgrown(spec: GemmSpec, target: Target) -> str | None:
     """Why a database winner is no longer admissible for `target`, or None: rows outlive the rules
     that made their candidates, such as the longest promotion interval the 3xTF32 family may use at a
     depth (fact.realize.choose.promotion_for), which keeps its error below SGEMM's."""
-    t, k = spec.tiles, target.problem.k
+    t, p = spec.tiles, target.problem
+    k = p.k
     if not isinstance(t, Sm90SplitTiles):
         return None
-    if t.promotion > promotion_for(k):
-        return f"promotes every {t.promotion}, longer than the {promotion_for(k)} allowed at K = {k}"
+    longest = promotion_for(k, p.m, p.n, p.batch)
+    if t.promotion > longest:
+        return f"promotes every {t.promotion}, longer than the {longest} allowed at K = {k}"
     if t.raw_big and k < RAW_BIG_MIN_K:
         return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
     return None

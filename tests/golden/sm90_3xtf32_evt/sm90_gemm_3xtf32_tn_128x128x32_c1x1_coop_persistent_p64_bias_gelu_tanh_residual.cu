@@ -309,11 +309,6 @@ struct FactSplitTf32Mainloop {
 
   // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
   // promote just before the batch that opens the next interval: the wait then costs the least.
-  // The add's rounding error joins S, scaled like it (Fast2Sum: exact where |accum| >= |P|, within an
-  // ulp of it otherwise), so the promotions' roundings do not pile up along K and what is left is the
-  // tensor core's truncation inside each interval. Carried in P instead, the error cost the consumers
-  // registers they do not have (ptxas spilled 300 bytes at 128x128). An infinite sum makes S NaN,
-  // which finish leaves out.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void promote(FrgTensorC& accum, FrgTensorC& big, FrgTensorC& small) {
     warpgroup_wait<0>();
@@ -321,9 +316,7 @@ struct FactSplitTf32Mainloop {
     warpgroup_fence_operand(small);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
-      float const sum = accum(i) + big(i);
-      small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));
-      accum(i) = sum;
+      accum(i) += big(i);
       big(i) = 0.f;
     }
     warpgroup_fence_operand(big);
@@ -337,8 +330,7 @@ struct FactSplitTf32Mainloop {
     for (int i = 0; i < size(accum); ++i) accum(i) += big(i);
   }
 
-  // accum = (accum + P) + (S / kSmallScale + the rounding error of accum + P), once every wgmma is
-  // done: one rounding after the exact sum's two parts meet.
+  // accum = (accum + P) + S / kSmallScale, once every wgmma is done.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
     // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
@@ -346,8 +338,7 @@ struct FactSplitTf32Mainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
       float const promoted = accum(i) + big(i);
-      float const lost = big(i) - (promoted - accum(i));
-      accum(i) = isinf(promoted) ? promoted : promoted + fmaf(small(i), kSmallUnscale, lost);
+      accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);
     }
   }
   // Consumer warpgroups: split each stage (unless presplit), then (big, big) -> P,
