@@ -18,7 +18,7 @@ from fact.core.specs import ProblemShape
 from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
-from fact.realize.choose import RAW_BIG_MIN_K, presplit_pays, promotion_for, sm90_3xtf32_spec
+from fact.realize.choose import presplit_pays, promotion_for, sm90_3xtf32_spec
 from fact.realize.exact_fp32 import (
     RAW_BIG_SMALL_SCALE,
     SMALL_SCALE,
@@ -158,10 +158,12 @@ def test_kept_rounding_errors_keep_the_promoted_error_from_growing_with_k(inputs
         return (a.bfloat16().float(), b.bfloat16().float()) if inputs == "bf16" else (a, b)
 
     short = errors(*draw(512), ("3xtf32_p32",), samples=256)["3xtf32_p32"]
-    long = errors(*draw(8192), ("3xtf32_p32", "3xtf32_p32_plain", "3xtf32_p64", "3xtf32_p64_plain"), samples=256)
+    long = errors(*draw(8192), ("3xtf32_p32", "3xtf32_p32_plain", "3xtf32_p64", "3xtf32_p64_plain", "3xtf32_p128",
+                                "3xtf32_p128_kept"), samples=256)
     assert long["3xtf32_p32"] < 1.3 * short, (short, long)
     assert long["3xtf32_p32"] < 0.75 * long["3xtf32_p32_plain"], long
     assert long["3xtf32_p64"] == long["3xtf32_p64_plain"]  # every 64 drops them, as the kernel does
+    assert long["3xtf32_p128_kept"] < long["3xtf32_p128"]  # unless it runs stream-K
     if inputs == "bf16":
         e = errors(*draw(1024), ("3xtf32_p32", "3xtf32_p64"), samples=256)
         assert e["3xtf32_p32"] < 5.5e-8 < 8.5e-8 < e["3xtf32_p64"], e
@@ -404,6 +406,7 @@ def test_rendered_source_carries_the_design() -> None:
     assert "small(i) = fmaf(" not in text and "promote(accum, big, small);" in text
     p32 = GemmSpec(**{**spec.__dict__, "tiles": Sm90SplitTiles(promotion=32)})
     assert p32.tiles.compensated and not spec.tiles.compensated
+    assert spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90").tiles.compensated  # stream-K keeps them
     p32_text = render(p32).sources[f"{p32.name}.cu"]
     assert "small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));" in p32_text
     assert "promoted + fmaf(small(i), kSmallUnscale, lost);" in p32_text
@@ -487,9 +490,10 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
     torch.backends.cuda.matmul.allow_tf32 = False
     cache = BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds")  # one build per interval, not per case
 
-    def kernel_for(m: int, n: int, k: int) -> Any:  # the promotion interval and the split fact pick
-        tiles = dataclasses.replace(exact_sm90()[0].tiles, promotion=promotion_for(k, m, n), raw_big=k >= RAW_BIG_MIN_K)
-        return build(render(dataclasses.replace(exact_sm90()[0], tiles=tiles)), cache)
+    def kernel_for(m: int, n: int, k: int) -> Any:  # what fact picks for the shape (TN operands)
+        pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
+        match = dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1))
+        return build(render(sm90_3xtf32_spec(match)), cache)
 
     for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 65536)):
         kernel = kernel_for(m, n, k)

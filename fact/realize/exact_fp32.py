@@ -8,8 +8,8 @@ small = round_tf32(x - big) (stored times SMALL_SCALE, the residual sum scaled b
 
 where TC(.) is a tensor-core accumulation and each chunk sum of the big product is added to an fp32
 register accumulator ("promotion"), as CUTLASS's FP8 mainloop does with `mma_promotion_interval`; at
-promotion every COMPENSATED_PROMOTION (32) or less, that add's rounding error (fast_two_sum) joins the
-residual sum, so the promotions' roundings do not pile up along K.
+promotion every COMPENSATED_PROMOTION (32) or less, and under stream-K, that add's rounding error
+(fast_two_sum) joins the residual sum, so the promotions' roundings do not pile up along K.
 
 This module replays that arithmetic on sampled output elements in float64/float32 on the CPU, so the
 design (promotion interval, rounding of the small part, order of the sums) is grounded before a GPU
@@ -193,7 +193,7 @@ def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCore
     return main, sums[:, chunks - 1], losts
 
 
-_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?(_plain)?)$")
+_SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?(_plain|_kept)?)$")
 
 
 def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
@@ -208,15 +208,15 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
             to TF32 instead of rounded (the raw fp32 tile read by wgmma as big); _rawbig: big truncated,
             small rounded (the kernel's `raw_big` split); _unscaled: small parts
             not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: the promotions' rounding
-            errors dropped (promoted_accumulate's `compensated`) where the kernel keeps them (N <= 32;
-            longer intervals always drop them, as the kernel does).
+            errors dropped (promoted_accumulate's `compensated`) where the kernel keeps them (N <= 32);
+            _kept: kept at any N (stream-K kernels keep them; others drop them past 32).
 
     Raises:
         ValueError: an unknown scheme name.
     """
     m = _SCHEME.match(scheme)
     if m is None:
-        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled][_plain]")
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled][_plain|_kept]")
     if scheme.startswith("sgemm"):
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
@@ -230,7 +230,7 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     small_a = a_small.double() * b_big.double()
     k, rows = a.shape[1], a.shape[0]
     interval = int(m.group(3) or k)
-    compensated = interval <= COMPENSATED_PROMOTION and bool(m.group(3)) and not m.group(6)
+    compensated = bool(m.group(3)) and (m.group(6) == "_kept" or (interval <= COMPENSATED_PROMOTION and not m.group(6)))
     if m.group(3):
         main, last, losts = promoted_accumulate(big, interval, model, compensated)
     else:

@@ -133,15 +133,19 @@ class Sm90SplitTiles(Sm90Tiles):
 
     @property
     def compensated(self) -> bool:
-        """Whether each promotion's rounding error joins the residual accumulator S: at promotion every
-        COMPENSATED_PROMOTION or less, with S of its own (fact.realize.exact_fp32 models it)."""
-        return self.accumulators == 3 and self.promotion <= COMPENSATED_PROMOTION
+        """Whether each promotion's rounding error joins the residual accumulator S (which it needs of
+        its own): at promotion every COMPENSATED_PROMOTION or less, and under stream-K, whose long sums
+        over few output tiles meet a cuBLAS that splits K (fact.realize.exact_fp32 models it)."""
+        return self.accumulators == 3 and (self.promotion <= COMPENSATED_PROMOTION
+                                           or self.scheduler is Scheduler.STREAMK)
 
 
-# The longest promotion interval whose rounding errors the kernel keeps. Every 32, they keep the error
-# below cuBLAS SGEMM's where it splits K (256x256x1024: wide inputs 1.4e-7 against 1.6e-7; dropped,
-# 1.7e-7 in the model); at 64 and 128, where fact promotes for speed, keeping them cost 4-11 % on the
-# H100 (results/exact_fp32/h100_2026-11-24_compensated/).
+# The longest promotion interval whose rounding errors the kernel keeps (stream-K keeps them at any).
+# Every 32, they keep the error below cuBLAS SGEMM's where it splits K (256x256x1024: eight-decade
+# inputs 1.4e-7 against 1.6e-7; dropped, 1.7e-7 in the model); at 256x256x65536 on bf16-valued inputs
+# promotion every 128 without them erred 4.2e-7 against 3.4e-7. Where fact promotes every 64 or 128
+# for speed over many tiles, keeping them cost 4-11 % on the H100, 5 % under stream-K at large K
+# (results/exact_fp32/h100_2026-11-24_compensated/).
 COMPENSATED_PROMOTION = 32
 
 
