@@ -406,7 +406,13 @@ def test_rendered_source_carries_the_design() -> None:
     assert "small(i) = fmaf(" not in text and "promote(accum, big, small);" in text
     p32 = GemmSpec(**{**spec.__dict__, "tiles": Sm90SplitTiles(promotion=32)})
     assert p32.tiles.compensated and not spec.tiles.compensated
-    assert spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90").tiles.compensated  # stream-K keeps them
+    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
+    assert large_k.tiles.compensated  # stream-K keeps them
+    # stream-K's partial sums added without red.global.add.f32, which flushes subnormals; so in K order only
+    streamk_text = render(large_k).sources[f"{large_k.name}.cu"]
+    assert "struct atomic_add<float>" in streamk_text and "__stcg(ptr, __ldcg(ptr) + data)" in streamk_text
+    assert "reduction_mode = ReductionMode::Deterministic;" in streamk_text and "Nondeterministic" not in streamk_text
+    assert "atomic_add" not in text and "reduction_mode" not in text  # persistent: no workspace reduction
     p32_text = render(p32).sources[f"{p32.name}.cu"]
     assert "small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));" in p32_text
     assert "promoted + fmaf(small(i), kSmallUnscale, lost);" in p32_text
