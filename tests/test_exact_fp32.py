@@ -312,7 +312,7 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     # few output tiles (cuBLAS splits K there, and errs less): every 32, its rounding errors kept
     assert [promotion_for(1024, m, n, b) for m, n, b in ((256, 256, 1), (509, 772, 1), (1000, 1004, 1), (256, 256, 9))] \
         == [32, 32, 64, 64]
-    assert promotion_for(4096, 256, 256) == 128
+    assert [promotion_for(k, 256, 256) for k in (4096, 16383, 16384)] == [64, 64, 128]
 
 
 def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() -> None:
@@ -501,7 +501,7 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
         match = dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1))
         return build(render(sm90_3xtf32_spec(match)), cache)
 
-    for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 65536)):
+    for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536)):
         kernel = kernel_for(m, n, k)
         g = torch.Generator(device="cuda").manual_seed(k)
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
