@@ -280,7 +280,7 @@ def _match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int 
 
 def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     chosen = spec_for(_match(chain=("bias", "relu")), "sm90")
-    assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 64  # 509x384: few tiles, K 4096
+    assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 32  # 509x384: few tiles, K 4096
     assert chosen.tiles.tile == (128, 128, 16) and not chosen.tiles.a_in_registers  # the faster defaults
     assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
     large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
@@ -312,7 +312,7 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     # few output tiles (cuBLAS splits K there, and errs less): every 32, its rounding errors kept
     assert [promotion_for(1024, m, n, b) for m, n, b in ((256, 256, 1), (509, 772, 1), (1000, 1004, 1), (256, 256, 9))] \
         == [32, 32, 64, 64]
-    assert [promotion_for(k, 256, 256) for k in (4096, 16383, 16384)] == [64, 64, 128]
+    assert [promotion_for(k, 256, 256) for k in (4096, 16383, 16384)] == [32, 32, 128]
 
 
 def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() -> None:

@@ -123,14 +123,14 @@ def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int
     below SGEMM's at every timed shape and seed, while every 256 did not. Every 128 at K = 2048 did not
     on inputs near 1e-19 with a quarter of them subnormal (3.4e-7 against 3.1e-7; every 64: 2.3e-7,
     results/exact_fp32/h100_2026-11-24_subnormal/), so 128 starts at K = 4096. Where the output has
-    FEW_TILES or fewer, cuBLAS splits K: every 64 did not keep below it at K < 4096 (256x256x1024, eight
-    decades: 2.0e-7 against 1.6e-7), every 32 with its rounding errors kept (Sm90SplitTiles.compensated)
-    did (1.4e-7); stream-K every 128 (errors kept) did not at 256x256x4096 (3.6e-7 against 3.0e-7) and did
-    from K = 16384 (3.6e-7 against 5.8e-7), so every 64 between (results/exact_fp32/h100_2026-11-24_compensated/).
+    FEW_TILES or fewer, cuBLAS splits K and errs less: every 64 did not keep below it (256x256x1024, eight
+    decades: 2.0e-7 against 1.6e-7; 256x256x4096 under stream-K, bf16 values: 1.27e-7 against 1.20e-7),
+    every 32 with its rounding errors kept (Sm90SplitTiles.compensated) did (1.4e-7 at 1024); every 128
+    under stream-K did from K = 16384 (3.6e-7 against 5.8e-7; results/exact_fp32/h100_2026-11-24_compensated/).
     """
     few_tiles = m is not None and n is not None and batch * -(-m // 128) * -(-n // 128) <= FEW_TILES
     if few_tiles:
-        return 32 if k < 4096 else 64 if k < 16384 else 128
+        return 32 if k < 16384 else 128
     return 32 if k < 512 else 64 if k < 4096 else 128
 
 
