@@ -484,12 +484,14 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", pytest.param("subnormal", marks=pytest.mark.xfail(
     strict=True, reason="a subnormal operand keeps fewer bits in TF32: 5.8e-6 against SGEMM's 4.1e-7 on the H100"))])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """On the GPU: the built kernel against float64, next to cuBLAS SGEMM (TF32 off) on the same inputs.
-    `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal range and whose
-    residual products (2^-11 of them) below it, unless the kernel scales the small parts; `bf16`:
-    bf16 values held in fp32, whose small parts are 0, so that only big.big and its promotions err (the
-    promoting every 64 gave 1.0e-7 against SGEMM's 8.5e-8 at 256x256x1024, every 32 with its errors kept 4.5e-8);
-    `subnormal`: A below fp32's normal range (about 1e-39), a known gap (see kSmallScale in the template)."""
+    """On the GPU: the kernel fact picks for each shape against float64, next to cuBLAS SGEMM (TF32 off)
+    on the same inputs. `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal
+    range and whose residual products (2^-11 of them) below it, unless the kernel scales the small parts
+    (and stream-K's partial sums there, unless added without CUTLASS's flushing atomic adds); `bf16`:
+    bf16 values held in fp32, whose small parts are 0, so that only big.big and its promotions err
+    (promoting every 64 gave 1.0e-7 against SGEMM's 8.5e-8 at 256x256x1024, every 32 with its rounding
+    errors kept 4.5e-8); `subnormal`: A below fp32's normal range (about 1e-39), a known gap (see
+    kSmallScale in the template)."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
