@@ -136,15 +136,6 @@ def named_kernels() -> dict[str, GemmSpec]:
     for tile, p in (((128, 128, 16), 128), ((128, 128, 16), 256), ((128, 128, 32), 128), ((128, 128, 32), 256)):
         name = f"streamk_k{tile[2]}_p{p}_rawbig"
         out[name] = spec(Mode.STREAMK, tile=tile, scheduler=Scheduler.STREAMK, promotion=p, raw_big=True)
-    # the split by two producer warps (the consumers only wait and multiply)
-    for p in (64, 128):
-        out[f"gemm_k16_p{p}_prodsplit"] = spec(tile=(128, 128, 16), promotion=p, producer_split=True)
-        out[f"gemm_k16_p{p}_rawbig_prodsplit"] = spec(tile=(128, 128, 16), promotion=p, raw_big=True,
-                                                      producer_split=True)
-    out["batched_k16_p64_rawbig_prodsplit"] = spec(Mode.BATCHED, tile=(128, 128, 16), promotion=64, raw_big=True,
-                                                   producer_split=True)
-    out["streamk_k16_p128_rawbig_prodsplit"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK,
-                                                    promotion=128, raw_big=True, producer_split=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -178,21 +169,18 @@ def cases(quick: bool = False) -> list[Case]:
     gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
     acc2 = ("gemm_k16_acc2_p64", "gemm_n192_acc2_p32", "gemm_n192_acc2_p64")
     batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs", "batched_k16_p128_presplit",
-               "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig",
-               "batched_k16_p64_rawbig_prodsplit")
+               "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig")
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
                "streamk_k16_p128_c2x1_presplit", "streamk_k16_p128_rawbig", "streamk_k16_p256_rawbig",
-               "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_prodsplit")
+               "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig")
     rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig")
-    prodsplit = tuple(f"gemm_k16_p{p}{raw}_prodsplit" for p in (64, 128) for raw in ("", "_rawbig"))
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
                 "gemm_k16_p128_c1x2_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k32_p128_presplit",
                 "gemm_n192_acc2_p64_presplit")
-    square, gemm = (*square, *presplit, *prodsplit), (*gemm, *presplit, *prodsplit)
+    square, gemm = (*square, *presplit), (*gemm, *presplit)
     # bad inputs: the presplit kernels' numerics are the shared-memory split's
-    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit", *rawbig,
-               "gemm_k16_p64_prodsplit", "gemm_k16_p64_rawbig_prodsplit")
+    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit", *rawbig)
 
     def layouts(lay: str) -> tuple[str, ...]:
         return (f"gemm_k16_p128_{lay}", f"gemm_k16_p128_{lay}_presplit", f"gemm_k16_p128_{lay}_c2x1_presplit")

@@ -155,7 +155,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
                    "compensated": spec.tiles.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
-                   "raw_big": spec.tiles.raw_big, "producer_split": spec.tiles.producer_split,
+                   "raw_big": spec.tiles.raw_big,
                    # the layouts the presplit pass reads (the kernel itself is TN)
                    "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)

@@ -117,10 +117,7 @@ class Sm90SplitTiles(Sm90Tiles):
     With `raw_big`, the shared-memory split writes only the small parts, small = rna_tf32(x - trunc_tf32(x)):
     big is the raw fp32 tile, which wgmma reads as TF32 by truncation. That spares a stage a third of
     its split traffic (one write of both tiles) at the price of a small part up to twice as large, so
-    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both). With
-    `producer_split`, the shared-memory split runs on two warps of the producer warpgroup instead of
-    the consumers (the TMA warp a few stages behind its loads, and the auxiliary-load warp), which tell
-    the consumers by a barrier per stage: the consumers only wait and multiply."""
+    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both)."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -133,7 +130,6 @@ class Sm90SplitTiles(Sm90Tiles):
     accumulators: int = 3
     presplit: bool = False
     raw_big: bool = False
-    producer_split: bool = False
 
     @property
     def compensated(self) -> bool:
@@ -202,7 +198,7 @@ class GemmSpec:
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
-                hier += ("_rawbig" if t.raw_big else "") + ("_prodsplit" if t.producer_split else "")
+                hier += "_rawbig" if t.raw_big else ""
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -373,9 +369,6 @@ class GemmSpec:
         if t.raw_big and (t.presplit or t.a_in_registers):
             raise SpecError("a raw big part is the shared-memory split's: the presplit pass and the register split "
                             "write their own big parts")
-        if t.producer_split and (t.presplit or t.a_in_registers):
-            raise SpecError("the producer's warps split in shared memory: the presplit pass and the register "
-                            "split leave them nothing to split")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
@@ -444,7 +437,7 @@ def _canon(value: Any) -> Any:
 
 # Tile fields added after kernels of their family existed, with the default those kernels had.
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
-                                       "raw_big": False, "producer_split": False}
+                                       "raw_big": False}
 
 
 def spec_key(spec: KernelSpec) -> str:

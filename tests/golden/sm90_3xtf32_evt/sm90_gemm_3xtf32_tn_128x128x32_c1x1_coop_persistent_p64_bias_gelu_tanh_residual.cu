@@ -246,7 +246,7 @@ struct FactSplitTf32Mainloop {
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
   CUTLASS_DEVICE void load(Params const& params, MainloopPipeline pipeline, PipelineState write_state,
                            cute::tuple<TensorA, TensorB> const& load_inputs, BlockCoord const& blk_coord,
-                           KTileIterator k_tile_iter, int k_tile_count, int lane, uint32_t block_rank_in_cluster,
+                           KTileIterator k_tile_iter, int k_tile_count, int, uint32_t block_rank_in_cluster,
                            TensorStorage& storage) {
     if (!cute::elect_one_sync()) return;
     Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<TmaWord*>(storage.a.data())), SmemLayoutA{});
@@ -286,20 +286,13 @@ struct FactSplitTf32Mainloop {
     if (cute::elect_one_sync()) pipeline.producer_tail(write_state);
   }
 
-  // The consumers split with every register they need; the producer's warps run on 40 registers
-  // (the cooperative kernel's setmaxnreg), so they keep two vectors in flight.
-  static constexpr int kMmaThreads = size(TiledMma{});
-  template <int kThreads>
-  static constexpr int kSplitUnroll = kThreads >= kMmaThreads ? 8 : 2;
-
-  // Split one landed stage: x -> (big in place, small alongside), over kThreads threads (both consumer
-  // warpgroups, or the producer's splitting warps).
-  template <int kThreads>
+  // Split one landed stage: x -> (big in place, small alongside), over both consumer warpgroups.
   CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx) {
+    constexpr int kThreads = size(TiledMma{});
     auto run = [&](uint32_t* words, uint32_t* smalls, int count) {
       uint4* w = reinterpret_cast<uint4*>(words);
       uint4* s = reinterpret_cast<uint4*>(smalls);
-#pragma unroll(kSplitUnroll<kThreads>)
+      CUTLASS_PRAGMA_UNROLL
       for (int i = thread_idx; i < count / 4; i += kThreads) {
         uint4 x = w[i], small;
         fact_split_word(x.x, small.x);
@@ -385,7 +378,7 @@ struct FactSplitTf32Mainloop {
     for (; k_tile_count > 0; --k_tile_count) {
       pipeline.consumer_wait(read_state, pipeline.consumer_try_wait(read_state));
       int const stage = read_state.index();
-      split_stage<kMmaThreads>(storage, stage, thread_idx);  // overlaps the previous k-tile's wgmma
+      split_stage(storage, stage, thread_idx);  // overlaps the previous k-tile's wgmma
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by wgmma
       split_done.arrive_and_wait();
       if (since_promotion == PromotionTiles) {  // P's interval ended with the previous k-tile
