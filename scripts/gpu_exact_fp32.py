@@ -118,6 +118,7 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["gemm_k16_p128_c2x1_presplit"] = spec(promotion=128, cluster=(2, 1), **ps)
     out["gemm_k16_p128_c1x2_presplit"] = spec(promotion=128, cluster=(1, 2), **ps)
     out["gemm_k16_p64_c2x1_presplit"] = spec(promotion=64, cluster=(2, 1), **ps)
+    out["gemm_k16_p32_c2x1_presplit"] = spec(promotion=32, cluster=(2, 1), **ps)
     out["gemm_k32_p128_presplit"] = spec(tile=(128, 128, 32), promotion=128, presplit=True)
     out["gemm_n192_acc2_p64_presplit"] = spec(tile=(128, 192, 16), promotion=64, accumulators=2, presplit=True)
     out["batched_k16_p128_presplit"] = spec(Mode.BATCHED, promotion=128, **ps)
@@ -148,7 +149,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | subnormal | inf | nan | inf_tf32 | nan_low
+    inputs: str = "uniform"  # uniform | wide | denormal | subnormal | inf | nan | inf_tf32 | bf16 | nan_low
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -215,10 +216,25 @@ def cases(quick: bool = False) -> list[Case]:
         Case("inf_tf32_values", (1, 256, 256, 1024), "inf_tf32", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
+        *few_tiles_cases(),
     ]
     if quick:
         out = [c for c in out if c.shape[1] * c.shape[2] * c.shape[3] * c.shape[0] <= 2**33]
         out = [Case(**{**asdict(c), "seeds": c.seeds[:1]}) for c in out]
+    return out
+
+
+def few_tiles_cases() -> list[Case]:
+    """Outputs of 36 to 96 128x128 tiles, just above choose.FEW_TILES (32): does fact's pick stay at or
+    below SGEMM's error where cuBLAS may still split K? With every shorter promotion interval beside it."""
+    out = []
+    for m, n in ((768, 768), (768, 1024), (1024, 1024), (1024, 1536)):
+        tiles = -(-m // 128) * -(-n // 128)
+        kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
+                   if m * n >= 448 * (m + n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
+        for k in (1024, 4096):
+            for inputs in ("uniform", "wide", "bf16"):
+                out.append(Case(f"tiles{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
     return out
 
 
@@ -301,7 +317,7 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         if case.inputs == "denormal":  # a quarter of the entries subnormal, the rest tiny normals
             scale = torch.where(torch.rand(shape, generator=g, device="cuda") < 0.25, 1e-39, 1e-19)
             return u * scale
-        if case.inputs == "inf_tf32":  # values TF32 holds exactly: their small part is 0
+        if case.inputs in ("inf_tf32", "bf16"):  # values TF32 holds exactly: their small part is 0
             return u.to(torch.bfloat16).float()
         return u
 
