@@ -101,7 +101,8 @@ def named_kernels() -> dict[str, GemmSpec]:
     for p in PROMOTIONS[:3]:
         out[f"gemm_k16_p{p}"] = spec(tile=(128, 128, 16), promotion=p)
     out["batched_k16_p128"] = spec(Mode.BATCHED, tile=(128, 128, 16), promotion=128)
-    out["streamk_k16_p128"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK, promotion=128)
+    for p in (32, 64, 128):
+        out[f"streamk_k16_p{p}"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK, promotion=p)
     out["gemm_k16_p64_rs"] = spec(tile=(128, 128, 16), promotion=64, a_in_registers=True)
     out["gemm_k16_p128_rs"] = spec(tile=(128, 128, 16), promotion=128, a_in_registers=True)
     # two accumulators (all three products in P): a wider tile in the same registers
@@ -232,6 +233,7 @@ def few_tiles_cases() -> list[Case]:
         tiles = -(-m // 128) * -(-n // 128)
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
                    if m * n >= 448 * (m + n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
+        kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # under one wave: K over the SMs
         for k in (1024, 4096):
             for inputs in ("uniform", "wide", "bf16"):
                 out.append(Case(f"tiles{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
