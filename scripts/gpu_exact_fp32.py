@@ -93,6 +93,9 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["batched_p128"] = spec(Mode.BATCHED, promotion=128)
     out["streamk_p128"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128)
     out["evt_bias_gelu_tanh_residual_p128"] = spec(chain=("bias", "gelu_tanh", "residual"), promotion=128)
+    # what an output under one wave gets with an epilogue chain (choose.STREAMK_TILES): stream-K into the EVT
+    out["streamk_evt_bias_gelu_tanh_residual_p32"] = spec(Mode.STREAMK, ("bias", "gelu_tanh", "residual"),
+                                                          tile=(128, 128, 16), scheduler=Scheduler.STREAMK, promotion=32)
     # A split in registers (RS wgmma), at the tile that fits its registers and at 128x128
     for p in (64, 128):
         out[f"gemm_p{p}_rs"] = spec(promotion=p, a_in_registers=True)
@@ -226,10 +229,10 @@ def cases(quick: bool = False) -> list[Case]:
 
 
 def few_tiles_cases() -> list[Case]:
-    """Outputs of 36 to 96 128x128 tiles, just above choose.FEW_TILES (32): does fact's pick stay at or
-    below SGEMM's error where cuBLAS may still split K? With every shorter promotion interval beside it."""
+    """Outputs of 4 to 96 128x128 tiles, under one wave (choose.STREAMK_TILES): does fact's pick stay at or
+    below SGEMM's error where cuBLAS may still split K? With every promotion interval beside it."""
     out = []
-    for m, n in ((768, 768), (768, 1024), (1024, 1024), (1024, 1536)):
+    for m, n in ((256, 256), (512, 768), (768, 768), (768, 1024), (1024, 1024), (1024, 1536)):
         tiles = -(-m // 128) * -(-n // 128)
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
                    if m * n >= 448 * (m + n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))

@@ -179,11 +179,15 @@ def test_fast_activation_identities_hold_over_the_whole_range(act) -> None:
 def test_fp32_exact_goes_to_3xtf32_and_large_k_to_streamk() -> None:
     from .models.zoo import MatMul
 
-    [m] = match_graph(capture(MatMul(), [torch.empty(1024, 1024), torch.empty(1024, 1024)])).matches
+    [m] = match_graph(capture(MatMul(), [torch.empty(2048, 2048), torch.empty(2048, 2048)])).matches
     # both operands row-major: the sm90 3xTF32 kernel, whose split pass reads B as it is; sm80 has no wgmma
     exact = spec_for(m, "sm90")
     assert exact.name.startswith("sm90_gemm_3xtf32_tt_") and exact.tiles.presplit and not exact.copies_b
     assert spec_for(m, "sm80").name.startswith("sm80_gemm_3xtf32_")
+    # an output under one wave (64 tiles) runs stream-K, which splits in shared memory: B is copied K-major
+    [m] = match_graph(capture(MatMul(), [torch.empty(1024, 1024), torch.empty(1024, 1024)])).matches
+    exact = spec_for(m, "sm90")
+    assert exact.tiles.scheduler is Scheduler.STREAMK and not exact.tiles.presplit and exact.copies_b
     # unaligned K and N: the same families, their bindings stage the operands into aligned copies
     [m] = match_graph(capture(MatMul(), [torch.empty(257, 1023), torch.empty(1023, 255)])).matches
     assert spec_for(m, "sm90").name.startswith("sm90_gemm_3xtf32_tt_")
@@ -235,8 +239,9 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
     assert main(["plan", f"{example}:Block", "--input", "2,64,768:float32", "--arch", "sm90",
                  "--render", str(tmp_path)]) == 0
     folders = sorted(p.name for p in tmp_path.iterdir())
-    # exact fp32 on sm90: the wgmma 3xTF32 family, promotion every 64 elements of K at K = 768
-    assert any(f.startswith("sm90_gemm_3xtf32_tn_") and f.endswith("_p32_bias_gelu_tanh") for f in folders), folders
+    # exact fp32 on sm90: the wgmma 3xTF32 family; 128 tokens x 3072 is 24 output tiles, so stream-K, every 32
+    assert any(f.startswith("sm90_gemm_3xtf32_tn_") and f.endswith("_p32_streamk_bias_gelu_tanh")
+               for f in folders), folders
     assert any(f.startswith("sm80_fmha_f32_d128") for f in folders), folders
 
 

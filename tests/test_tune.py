@@ -986,3 +986,19 @@ def test_a_raw_big_split_is_searched_and_ranked_ahead_only_at_large_k() -> None:
     places = [dataclasses.replace(persistent, tiles=dataclasses.replace(persistent.tiles, raw_big=False, **kw))
               for kw in ({}, {"presplit": True}, {"a_in_registers": True})]
     assert len({kernel_family_tag(s) for s in (persistent, *places)}) == 4
+
+
+def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
+    """fact's default runs such an output stream-K (choose.STREAMK_TILES), so the 3xTF32 space holds
+    stream-K kernels there, none promoting longer than the default; a wider output searches only the
+    persistent scheduler."""
+    def exact(m: int, n: int, k: int) -> Target:
+        return dataclasses.replace(target(m, n, k), dtype=DType.F32, precision=Precision.EXACT)
+
+    def split_kernels(t: Target) -> list[GemmSpec]:
+        return [s for s in enumerate_space(t).kernels if isinstance(s.tiles, Sm90SplitTiles)]
+
+    under = split_kernels(exact(768, 768, 1024))  # 36 tiles
+    assert {s.tiles.scheduler for s in under} == {Scheduler.PERSISTENT, Scheduler.STREAMK}
+    assert all(s.tiles.promotion <= 32 for s in under)
+    assert {s.tiles.scheduler for s in split_kernels(exact(1152, 1536, 1024))} == {Scheduler.PERSISTENT}  # 108

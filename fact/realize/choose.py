@@ -111,6 +111,20 @@ def steps_of(match: Match) -> tuple[Step, ...]:
 # (256x256x1024, eight-decade inputs) 1.6e-7, at 28 (509x772x1028, four decades) as little as fact
 # promoting every 64 (a tie), at 64 (1000x1004x1028) 4.1e-7, twice fact's (results/exact_fp32/).
 FEW_TILES = 32
+# Outputs of at most this many tiles, under one wave of the H100's 132 SMs, run stream-K (fact's
+# kernel spreads K over the SMs too). On the H100 at 36 to 96 tiles and K 1024 and 4096 (uniform,
+# eight-decade and bf16-valued inputs, 3 seeds; results/exact_fp32/h100_2026-11-24_few_tiles/) the
+# persistent kernel ran 0.56-0.91x SGEMM at 36 and 48 tiles, and erred above it there (every 64 at K
+# 1024, eight decades: 2.2e-7 against 1.7e-7) and at 96 tiles and K 4096 (bf16 values: 1.6e-7 against
+# 1.3e-7). Stream-K, every 32 below K 4096 and every 64 from it, kept below SGEMM at every point and ran
+# 1.04-1.43x (1.15-1.19x at 96 tiles, where the presplit kernel ran 1.48x but not within SGEMM's error
+# at K 4096). Beyond 96 tiles this was not measured.
+STREAMK_TILES = 96
+
+
+def output_tiles(m: int, n: int, batch: int = 1) -> int:
+    """The 128x128 output tiles of the sm90 3xTF32 family's default tile, over every batch."""
+    return batch * -(-m // 128) * -(-n // 128)
 
 
 def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int = 1) -> int:
@@ -127,11 +141,21 @@ def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int
     decades: 2.0e-7 against 1.6e-7; 256x256x4096 under stream-K, bf16 values: 1.27e-7 against 1.20e-7),
     every 32 with its rounding errors kept (Sm90SplitTiles.compensated) did (1.4e-7 at 1024); every 128
     under stream-K did from K = 16384 (3.6e-7 against 5.8e-7; results/exact_fp32/h100_2026-11-24_compensated/).
+    Up to STREAMK_TILES, every 32 below K 4096 and every 64 from it, both with the rounding errors kept
+    (results/exact_fp32/h100_2026-11-24_few_tiles/).
     """
-    few_tiles = m is not None and n is not None and batch * -(-m // 128) * -(-n // 128) <= FEW_TILES
-    if few_tiles:
+    tiles = None if m is None or n is None else output_tiles(m, n, batch)
+    if tiles is not None and tiles <= FEW_TILES:
         return 32 if k < 16384 else 128
+    if tiles is not None and tiles <= STREAMK_TILES:
+        return 32 if k < 4096 else 64 if k < 16384 else 128
     return 32 if k < 512 else 64 if k < 4096 else 128
+
+
+def under_one_wave(m: int, n: int, batch: int = 1) -> bool:
+    """Whether the sm90 3xTF32 family runs stream-K for its output size alone (STREAMK_TILES): one GEMM,
+    not a batch (its stream-K kernel takes one)."""
+    return batch == 1 and output_tiles(m, n) <= STREAMK_TILES
 
 
 def sm90_3xtf32_spec(match: Match) -> GemmSpec:
@@ -147,7 +171,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     la, lb = match.layouts
     mode = Mode.BATCHED if p.batch > 1 else Mode.GEMM
     scheduler = Scheduler.PERSISTENT
-    if match.pattern == "gemm_large_k" and mode is Mode.GEMM:
+    if mode is Mode.GEMM and (match.pattern == "gemm_large_k" or under_one_wave(p.m, p.n)):
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
     tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import RAW_BIG_MIN_K, promotion_for
+from fact.realize.choose import RAW_BIG_MIN_K, promotion_for, under_one_wave
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -211,7 +211,7 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     p = target.problem
     longest = promotion_for(p.k, p.m, p.n, p.batch)
     schedulers = [Scheduler.PERSISTENT]
-    if p.batch == 1 and p.k >= LARGE_K_RATIO * max(p.m, p.n):
+    if p.batch == 1 and (p.k >= LARGE_K_RATIO * max(p.m, p.n) or under_one_wave(p.m, p.n)):
         schedulers.append(Scheduler.STREAMK)
     for tile, promotion, split, scheduler in itertools.product(
             SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, schedulers):
