@@ -45,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fact.core.enums import Arch, DType, Layout, Precision
+from fact.realize.choose import presplit_pays
 from fact.realize.spec import GemmSpec, Mode, Scheduler, Sm90SplitTiles, Step
 
 SEEDS = (0, 1, 2)
@@ -235,7 +236,7 @@ def few_tiles_cases() -> list[Case]:
     for m, n in ((256, 256), (512, 768), (768, 768), (768, 1024), (1024, 1024), (1024, 1536)):
         tiles = -(-m // 128) * -(-n // 128)
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
-                   if m * n >= 448 * (m + n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
+                   if presplit_pays(m, n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
         kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # under one wave: K over the SMs
         for k in (1024, 4096):
             for inputs in ("uniform", "wide", "bf16"):

@@ -111,14 +111,17 @@ def steps_of(match: Match) -> tuple[Step, ...]:
 # (256x256x1024, eight-decade inputs) 1.6e-7, at 28 (509x772x1028, four decades) as little as fact
 # promoting every 64 (a tie), at 64 (1000x1004x1028) 4.1e-7, twice fact's (results/exact_fp32/).
 FEW_TILES = 32
-# Outputs of at most this many tiles, under one wave of the H100's 132 SMs, run stream-K (fact's
-# kernel spreads K over the SMs too). On the H100 at 36 to 96 tiles and K 1024 and 4096 (uniform,
-# eight-decade and bf16-valued inputs, 3 seeds; results/exact_fp32/h100_2026-11-24_few_tiles/) the
-# persistent kernel ran 0.56-0.91x SGEMM at 36 and 48 tiles, and erred above it there (every 64 at K
-# 1024, eight decades: 2.2e-7 against 1.7e-7) and at 96 tiles and K 4096 (bf16 values: 1.6e-7 against
-# 1.3e-7). Stream-K, every 32 below K 4096 and every 64 from it, kept below SGEMM at every point and ran
-# 1.04-1.43x (1.15-1.19x at 96 tiles, where the presplit kernel ran 1.48x but not within SGEMM's error
-# at K 4096). Beyond 96 tiles this was not measured.
+# One GEMM whose output has at most this many tiles, under one wave of the H100's 132 SMs (a number of
+# that GPU's, not derived per arch), runs stream-K: fact's kernel spreads K over the SMs too. On the H100
+# at 4 to 96 tiles and K 1024 and 4096 (uniform, eight-decade and bf16-valued inputs, 3 seeds;
+# results/exact_fp32/h100_2026-11-24_few_tiles/) the persistent default (every 32 up to 32 tiles, every 64
+# or 128 above) ran 0.15-0.93x SGEMM up to 48 tiles; above 32 tiles it erred above SGEMM at 36 and 48
+# tiles (every 64 at K 1024, eight decades: 2.2e-7 against 1.7e-7) and at 96 tiles and K 4096 (every 128,
+# bf16 values: 1.6e-7 against 1.3e-7). Stream-K at the rule's interval (every 32 below K 4096, every 64
+# from it) stayed within SGEMM's error at every measured point and ran 1.04-1.43x from 36 tiles on, but
+# 0.49-1.09x at 4 and 24 tiles. What this gives up: at 96 tiles and K 1024 the presplit kernel every 64
+# ran 1.46-1.49x within SGEMM's error (stream-K every 32: 1.18-1.19x); presplit every 32 ran 1.17-1.25x
+# there. K below 1024, between 4096 and 16384, and beyond 96 tiles were not measured.
 STREAMK_TILES = 96
 
 
@@ -141,20 +144,24 @@ def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int
     decades: 2.0e-7 against 1.6e-7; 256x256x4096 under stream-K, bf16 values: 1.27e-7 against 1.20e-7),
     every 32 with its rounding errors kept (Sm90SplitTiles.compensated) did (1.4e-7 at 1024); every 128
     under stream-K did from K = 16384 (3.6e-7 against 5.8e-7; results/exact_fp32/h100_2026-11-24_compensated/).
-    Up to STREAMK_TILES, every 32 below K 4096 and every 64 from it, both with the rounding errors kept
-    (results/exact_fp32/h100_2026-11-24_few_tiles/).
+    For one GEMM of up to STREAMK_TILES tiles (under_one_wave, run stream-K), every 32 below K 4096 and
+    every 64 from it, either way with the rounding errors kept (results/exact_fp32/h100_2026-11-24_few_tiles/).
     """
     tiles = None if m is None or n is None else output_tiles(m, n, batch)
     if tiles is not None and tiles <= FEW_TILES:
         return 32 if k < 16384 else 128
-    if tiles is not None and tiles <= STREAMK_TILES:
+    if m is not None and n is not None and under_one_wave(m, n, batch):
         return 32 if k < 4096 else 64 if k < 16384 else 128
     return 32 if k < 512 else 64 if k < 4096 else 128
 
 
 def under_one_wave(m: int, n: int, batch: int = 1) -> bool:
     """Whether the sm90 3xTF32 family runs stream-K for its output size alone (STREAMK_TILES): one GEMM,
-    not a batch (its stream-K kernel takes one)."""
+    not a batch (its stream-K kernel takes one). There a 3xTF32 kernel must keep its promotions'
+    rounding errors (Sm90SplitTiles.compensated: stream-K, or every 32) to stay within SGEMM's error:
+    without them, every 64 at 96 tiles and K 4096 gave 1.61e-7 against SGEMM's 1.30e-7 (bf16 values,
+    results/exact_fp32/h100_2026-11-24_few_tiles/), every 128 at 256x256x65536 4.2e-7 against 3.4e-7
+    (results/exact_fp32/h100_2026-11-24_compensated/)."""
     return batch == 1 and output_tiles(m, n) <= STREAMK_TILES
 
 

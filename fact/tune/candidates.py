@@ -221,11 +221,13 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
             continue  # stream-K serves large K with small M and N, where the pass costs more than it saves
         if split.raw_big and p.k < RAW_BIG_MIN_K:
             continue  # its error stays below SGEMM's only where SGEMM's own has grown (fact.realize.choose)
+        tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
+                               a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big)
+        if under_one_wave(p.m, p.n, p.batch) and not tiles.compensated:
+            continue  # there it must keep its promotions' rounding errors (fact.realize.choose.under_one_wave)
         mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
-                       mode, Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
-                                            a_in_registers=split.in_registers, presplit=split.presplit,
-                                            raw_big=split.raw_big))
+                       mode, tiles)
 
 
 def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -> list[Knobs]:
