@@ -230,15 +230,19 @@ def cases(quick: bool = False) -> list[Case]:
 
 
 def few_tiles_cases() -> list[Case]:
-    """Outputs of 4 to 96 128x128 tiles, under one wave (choose.STREAMK_TILES): does fact's pick stay at or
-    below SGEMM's error where cuBLAS may still split K? With every promotion interval beside it."""
+    """Outputs of 4 to 130 128x128 tiles, around one wave (132 SMs; choose.STREAMK_TILES = 96): does fact's
+    pick stay at or below SGEMM's error where cuBLAS may still split K? With every promotion interval
+    beside it, at K 1024 and 4096, and at 512 and 8192 for a few."""
+    shapes = {(256, 256): (1024, 4096), (512, 768): (1024, 4096), (768, 768): (512, 1024, 4096, 8192),
+              (768, 1024): (1024, 4096), (1024, 1024): (1024, 4096), (1024, 1536): (1024, 4096, 8192),
+              (1280, 1280): (1024, 4096), (1408, 1408): (1024, 4096), (1280, 1664): (1024, 4096)}
     out = []
-    for m, n in ((256, 256), (512, 768), (768, 768), (768, 1024), (1024, 1024), (1024, 1536)):
+    for (m, n), ks in shapes.items():
         tiles = -(-m // 128) * -(-n // 128)
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
                    if presplit_pays(m, n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
-        kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # under one wave: K over the SMs
-        for k in (1024, 4096):
+        kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # K over the SMs
+        for k in ks:
             for inputs in ("uniform", "wide", "bf16"):
                 out.append(Case(f"tiles{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
     return out
