@@ -313,9 +313,9 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert [promotion_for(1024, m, n, b) for m, n, b in ((256, 256, 1), (509, 772, 1), (1000, 1004, 1), (256, 256, 9))] \
         == [32, 32, 32, 64]
     assert [promotion_for(k, 256, 256) for k in (4096, 16383, 16384)] == [32, 32, 128]
-    # one GEMM under one wave (33 to 96 tiles): every 32 below K 4096, then every 64 up to 16384; a batch as before
+    # one GEMM under one wave (33 to 132 tiles): every 32 below K 4096, then every 64 up to 16384; a batch as before
     assert [promotion_for(k, 1024, 1536) for k in (1024, 4095, 4096, 16383, 16384)] == [32, 32, 64, 64, 128]
-    assert [promotion_for(k, 1152, 1536) for k in (1024, 4095, 4096)] == [64, 64, 128]  # 108 tiles: as before
+    assert [promotion_for(k, 1536, 1536) for k in (1024, 4095, 4096)] == [64, 64, 128]  # 144 tiles: as before
 
 
 def test_outputs_under_one_wave_run_stream_k() -> None:
@@ -324,13 +324,13 @@ def test_outputs_under_one_wave_run_stream_k() -> None:
     def chosen(m: int, n: int, k: int, batch: int = 1) -> GemmSpec:
         return spec_for(dataclasses.replace(_match(k=k, batch=batch), problem=ProblemShape(m, n, k, batch)), "sm90")
 
-    for m, n, k in ((256, 256, 1024), (768, 768, 1024), (1024, 1536, 4096), (128, 96 * 128, 4096)):  # 4 to 96 tiles
+    for m, n, k in ((256, 256, 1024), (768, 768, 1024), (1024, 1536, 4096), (128, 132 * 128, 4096)):  # 4 to 132 tiles
         spec = chosen(m, n, k)
         assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK, (m, n, k)
         assert not spec.tiles.presplit and not spec.tiles.raw_big
     assert chosen(1024, 1536, 4096).tiles.promotion == 64 and chosen(768, 768, 1024).tiles.promotion == 32
-    assert chosen(128, 97 * 128, 4096).tiles.scheduler is Scheduler.PERSISTENT  # 97 tiles
-    wider = chosen(1152, 1536, 4096)  # 108 tiles
+    assert chosen(128, 133 * 128, 4096).tiles.scheduler is Scheduler.PERSISTENT  # 133 tiles
+    wider = chosen(1536, 1536, 4096)  # 144 tiles
     assert wider.tiles.scheduler is Scheduler.PERSISTENT and wider.tiles.presplit and wider.tiles.promotion == 128
     batched = chosen(256, 256, 1024, batch=9)  # 36 tiles over the batch: the batched kernel has no stream-K
     assert batched.mode is Mode.BATCHED and batched.tiles.scheduler is Scheduler.PERSISTENT

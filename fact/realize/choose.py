@@ -111,18 +111,18 @@ def steps_of(match: Match) -> tuple[Step, ...]:
 # (256x256x1024, eight-decade inputs) 1.6e-7, at 28 (509x772x1028, four decades) as little as fact
 # promoting every 64 (a tie), at 64 (1000x1004x1028) 4.1e-7, twice fact's (results/exact_fp32/).
 FEW_TILES = 32
-# One GEMM whose output has at most this many tiles, under one wave of the H100's 132 SMs (a number of
-# that GPU's, not derived per arch), runs stream-K: fact's kernel spreads K over the SMs too. On the H100
-# at 4 to 96 tiles and K 1024 and 4096 (uniform, eight-decade and bf16-valued inputs, 3 seeds;
+# One GEMM whose output has at most this many tiles, one wave of the H100's 132 SMs (a number of that
+# GPU's, not derived per arch), runs stream-K: fact's kernel spreads K over the SMs too. On the H100 at 4
+# to 130 tiles and K 512 to 8192 (uniform, eight-decade and bf16-valued inputs, 3 seeds;
 # results/exact_fp32/h100_2026-11-24_few_tiles/) the persistent default (every 32 up to 32 tiles, every 64
-# or 128 above) ran 0.15-0.93x SGEMM up to 48 tiles; above 32 tiles it erred above SGEMM at 36 and 48
-# tiles (every 64 at K 1024, eight decades: 2.2e-7 against 1.7e-7) and at 96 tiles and K 4096 (every 128,
-# bf16 values: 1.6e-7 against 1.3e-7). Stream-K at the rule's interval (every 32 below K 4096, every 64
-# from it) stayed within SGEMM's error at every measured point and ran 1.04-1.43x from 36 tiles on, but
-# 0.49-1.09x at 4 and 24 tiles. What this gives up: at 96 tiles and K 1024 the presplit kernel every 64
-# ran 1.46-1.49x within SGEMM's error (stream-K every 32: 1.18-1.19x); presplit every 32 ran 1.17-1.25x
-# there. K below 1024, between 4096 and 16384, and beyond 96 tiles were not measured.
-STREAMK_TILES = 96
+# or 128 above) ran 0.15-0.91x SGEMM up to 48 tiles, and above 32 tiles it erred above SGEMM at 36, 48,
+# 96, 100 and 121 tiles (every 64 at 36 tiles and K 1024, eight decades: 2.2e-7 against 1.7e-7; every
+# 128 at 100 tiles and K 4096: 3.6e-7 against 2.7e-7). Stream-K at the rule's interval (every 32 below K
+# 4096, every 64 from it) stayed within SGEMM's error at every measured point and ran 1.01-1.62x from 36
+# tiles on, but 0.49-1.09x at 4 and 24 tiles. What this gives up: at 96 to 130 tiles and K 1024 the
+# presplit kernel every 64 ran 1.46-1.74x within SGEMM's error (stream-K every 32: 1.18-1.43x). K between
+# 8192 and 16384, and K 512 and 8192 above 96 tiles, were not measured.
+STREAMK_TILES = 132
 
 
 def output_tiles(m: int, n: int, batch: int = 1) -> int:
