@@ -264,9 +264,12 @@ def test_cells_of_an_example_and_of_a_spec_agree(meta) -> None:
     assert cells_of_entry({**meta["sm80_gemm_3xtf32_fast_accurate"], "vetted_compile": False}) == []
     upstream = [m for m in meta.values() if m["source"] == "cutlass-examples"]
     assert upstream and all(cells_of_entry(m) == [] for m in upstream)  # no declared math path, not vetted
-    spec = spec_for(_gemm("gemm_epilogue", DType.F32, Precision.EXACT, ("bias", "leaky_relu", "clamp")), "sm90")
+    match = _gemm("gemm_epilogue", DType.F32, Precision.EXACT, ("bias", "leaky_relu", "clamp"))
+    spec = spec_for(replace(match, problem=ProblemShape(2048, 2048, 1024)), "sm90")
     assert cells_of_spec(spec) == [Cell("sm90", "gemm", "exact"), Cell("sm90", "gemm_epilogue", ANY, "leaky_relu"),
                                    Cell("sm90", "gemm_epilogue", ANY, "clamp")]  # exact fp32 on wgmma
+    # an output under one wave (1024 x 1024: 64 tiles) runs stream-K
+    assert cells_of_spec(spec_for(match, "sm90"))[0] == Cell("sm90", "streamk_gemm", "exact")
     assert cells_of_entry(meta["sm90_gemm_3xtf32_promoted"]) == [Cell("sm90", "gemm", "exact")]
 
 

@@ -123,8 +123,7 @@ _PATTERNS = {"gemm": OpFamily.GEMM, "gemm_epilogue": OpFamily.GEMM_EPILOGUE, "bm
 
 
 def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple[L, L],
-                epilogue: tuple[str, ...]) -> Match:
-    size = 256
+                epilogue: tuple[str, ...], size: int = 256) -> Match:
     problem = {"bmm": ProblemShape(size, size, size, 4),
                "gemm_large_k": ProblemShape(size, size, 64 * size)}.get(pattern, ProblemShape(size, size, size))
     return Match(pattern=pattern, family=_PATTERNS[pattern], anchor="mm", nodes=("mm",), output="mm",
@@ -135,20 +134,21 @@ def _gemm_match(pattern: str, dtype: DType, precision: Precision, layouts: tuple
 def default_specs() -> list[KernelSpec]:
     """The spec realize chooses for every kind of match the pattern table produces: each arch,
     dtype and fp32 precision, operand layout, GEMM pattern, activation and attention shape class
-    (alignment chooses nothing: the binding stages unaligned operands). Matches no family serves
-    (SpecError) are left out."""
+    (alignment chooses nothing: the binding stages unaligned operands), at an output under one wave of
+    the GPU and at one beyond it (exact fp32 on sm90 runs stream-K below, choose.under_one_wave). Matches
+    no family serves (SpecError) are left out."""
     from fact.realize.spec import ACTIVATIONS
 
     numerics = [(BF16, PB16), (F16, P16), (F32, EXACT), (F32, TF32)]
     chains = [(), ("bias",), *(("bias", a) for a in ACTIVATIONS)]
     specs: list[KernelSpec] = []
     for arch, (dtype, precision), layouts in itertools.product(Arch, numerics, itertools.product(L, L)):
-        for pattern in _PATTERNS:
+        for pattern, size in itertools.product(_PATTERNS, (256, 2048)):
             for chain in chains if pattern == "gemm_epilogue" else [()]:
                 if pattern == "gemm_epilogue" and not chain:
                     continue
                 try:
-                    specs.append(spec_for(_gemm_match(pattern, dtype, precision, layouts, chain), arch))
+                    specs.append(spec_for(_gemm_match(pattern, dtype, precision, layouts, chain, size), arch))
                 except SpecError:
                     continue
     for arch, dtype, head_dim, seq, mask in itertools.product(Arch, (F32, BF16, F16), (64, 96, 128), (512, 200),
