@@ -147,11 +147,11 @@ def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int
     For one GEMM of up to STREAMK_TILES tiles (under_one_wave, run stream-K), every 32 below K 4096 and
     every 64 from it, either way with the rounding errors kept (results/exact_fp32/h100_2026-11-24_few_tiles/).
     """
-    tiles = None if m is None or n is None else output_tiles(m, n, batch)
-    if tiles is not None and tiles <= FEW_TILES:
-        return 32 if k < 16384 else 128
-    if m is not None and n is not None and under_one_wave(m, n, batch):
-        return 32 if k < 4096 else 64 if k < 16384 else 128
+    if m is not None and n is not None:
+        if output_tiles(m, n, batch) <= FEW_TILES:
+            return 32 if k < 16384 else 128
+        if under_one_wave(m, n, batch):
+            return 32 if k < 4096 else 64 if k < 16384 else 128
     return 32 if k < 512 else 64 if k < 4096 else 128
 
 
