@@ -165,6 +165,20 @@ def under_one_wave(m: int, n: int, batch: int = 1) -> bool:
     return batch == 1 and output_tiles(m, n) <= STREAMK_TILES
 
 
+def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch: int = 1) -> str | None:
+    """Why a 3xTF32 kernel with these tiles would not keep SGEMM's accuracy at this problem, or None:
+    the rules above, for the tuner's candidates and for rows of its database made before a rule."""
+    longest = promotion_for(k, m, n, batch)
+    if tiles.promotion > longest:
+        return f"promotes every {tiles.promotion}, longer than the {longest} allowed at K = {k}"
+    if tiles.raw_big and k < RAW_BIG_MIN_K:
+        return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
+    if under_one_wave(m, n, batch) and not tiles.compensated:
+        return (f"drops its promotions' rounding errors, which an output of {m}x{n} (under one wave) needs "
+                "to stay within SGEMM's error")
+    return None
+
+
 def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     """The sm90 3xTF32 (exact fp32 on wgmma) spec for a GEMM match, or the reason it cannot serve.
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import RAW_BIG_MIN_K, promotion_for, under_one_wave
+from fact.realize.choose import split_accuracy_refusal, under_one_wave
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -209,22 +209,18 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     if target.dtype is not DType.F32 or target.precision is not Precision.EXACT:
         return
     p = target.problem
-    longest = promotion_for(p.k, p.m, p.n, p.batch)
     schedulers = [Scheduler.PERSISTENT]
     if p.batch == 1 and (p.k >= LARGE_K_RATIO * max(p.m, p.n) or under_one_wave(p.m, p.n)):
         schedulers.append(Scheduler.STREAMK)
     for tile, promotion, split, scheduler in itertools.product(
             SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, schedulers):
-        if promotion > longest or promotion % tile[2]:
-            continue  # less accurate than the default interval, or not whole k-tiles (no candidate)
-        if split.presplit and scheduler is Scheduler.STREAMK:
-            continue  # stream-K serves large K with small M and N, where the pass costs more than it saves
-        if split.raw_big and p.k < RAW_BIG_MIN_K:
-            continue  # its error stays below SGEMM's only where SGEMM's own has grown (fact.realize.choose)
+        if promotion % tile[2] or (split.presplit and scheduler is Scheduler.STREAMK):
+            continue  # not whole k-tiles; or presplit stream-K, which serves large K with small M and N,
+            # where the pass costs more than it saves (no candidate)
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big)
-        if under_one_wave(p.m, p.n, p.batch) and not tiles.compensated:
-            continue  # there it must keep its promotions' rounding errors (fact.realize.choose.under_one_wave)
+        if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch):
+            continue  # not within SGEMM's error at this problem (fact.realize.choose)
         mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
                        mode, tiles)

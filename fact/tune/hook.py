@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fact.realize.choose import RAW_BIG_MIN_K, promotion_for, under_one_wave
+from fact.realize.choose import split_accuracy_refusal
 from fact.realize.spec import GemmSpec, Sm90SplitTiles
 from fact.tune.candidates import TUNED_FAMILIES, NoCandidateError, Target
 from fact.tune.request import Knobs
@@ -91,18 +91,7 @@ def _outgrown(spec: GemmSpec, target: Target) -> str | None:
     that made their candidates, such as the longest promotion interval the 3xTF32 family may use at a
     depth (fact.realize.choose.promotion_for), which keeps its error below SGEMM's."""
     t, p = spec.tiles, target.problem
-    k = p.k
-    if not isinstance(t, Sm90SplitTiles):
-        return None
-    longest = promotion_for(k, p.m, p.n, p.batch)
-    if t.promotion > longest:
-        return f"promotes every {t.promotion}, longer than the {longest} allowed at K = {k}"
-    if t.raw_big and k < RAW_BIG_MIN_K:
-        return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
-    if under_one_wave(p.m, p.n, p.batch) and not t.compensated:
-        return (f"drops its promotions' rounding errors, which an output of {p.m}x{p.n} (under one wave) needs "
-                "to stay within SGEMM's error")
-    return None
+    return split_accuracy_refusal(t, p.m, p.n, p.k, p.batch) if isinstance(t, Sm90SplitTiles) else None
 
 
 class LocalSearch:
