@@ -142,6 +142,15 @@ def named_kernels() -> dict[str, GemmSpec]:
     for tile, p in (((128, 128, 16), 128), ((128, 128, 16), 256), ((128, 128, 32), 128), ((128, 128, 32), 256)):
         name = f"streamk_k{tile[2]}_p{p}_rawbig"
         out[name] = spec(Mode.STREAMK, tile=tile, scheduler=Scheduler.STREAMK, promotion=p, raw_big=True)
+    # A split in registers, a k-block at a time while the other k-block's batch runs
+    for p in (64, 128):
+        out[f"gemm_k16_p{p}_rawbig_rs"] = spec(tile=(128, 128, 16), promotion=p, raw_big=True, a_in_registers=True)
+    out["streamk_k16_p128_rawbig_rs"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK,
+                                             promotion=128, raw_big=True, a_in_registers=True)
+    out["streamk_k16_p128_rs"] = spec(Mode.STREAMK, tile=(128, 128, 16), scheduler=Scheduler.STREAMK,
+                                      promotion=128, a_in_registers=True)
+    out["streamk_k32_p128_rawbig_rs"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK,
+                                             promotion=128, raw_big=True, a_in_registers=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -178,8 +187,9 @@ def cases(quick: bool = False) -> list[Case]:
                "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig")
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
                "streamk_k16_p128_c2x1_presplit", "streamk_k16_p128_rawbig", "streamk_k16_p256_rawbig",
-               "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig")
-    rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig")
+               "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_rs",
+               "streamk_k16_p128_rs", "streamk_k32_p128_rawbig_rs")
+    rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig", "gemm_k16_p64_rawbig_rs", "gemm_k16_p128_rawbig_rs")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
                 "gemm_k16_p128_c1x2_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k32_p128_presplit",

@@ -262,8 +262,7 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 8), promotion=32, a_in_registers=True)}, "at least two wgmma k-blocks"),
     ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, presplit=True)}, "not both"),
-    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), presplit=True, raw_big=True)}, "write their own big parts"),
-    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, raw_big=True)}, "write their own big"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), presplit=True, raw_big=True)}, "presplit pass writes its own big parts"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,

@@ -366,9 +366,8 @@ class GemmSpec:
                             f"({stage_bytes} bytes a stage); use tile K 32 or 16")
         if t.a_in_registers and t.presplit:
             raise SpecError("A is split either in registers or before the mainloop (presplit), not both")
-        if t.raw_big and (t.presplit or t.a_in_registers):
-            raise SpecError("a raw big part is the shared-memory split's: the presplit pass and the register split "
-                            "write their own big parts")
+        if t.raw_big and t.presplit:
+            raise SpecError("a raw big part is the mainloop split's: the presplit pass writes its own big parts")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
