@@ -151,6 +151,11 @@ def named_kernels() -> dict[str, GemmSpec]:
                                       promotion=128, a_in_registers=True)
     out["streamk_k32_p128_rawbig_rs"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK,
                                              promotion=128, raw_big=True, a_in_registers=True)
+    # parallel split-K: the K slices as batches, their partials added by a kernel of their own
+    for tile in ((128, 128, 16), (128, 128, 32)):
+        out[f"splitk_k{tile[2]}_p128_rawbig_rs"] = spec(Mode.SPLITK_PARALLEL, tile=tile, promotion=128, raw_big=True,
+                                                        a_in_registers=True)
+    out["splitk_k16_p128_rawbig"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
@@ -188,7 +193,8 @@ def cases(quick: bool = False) -> list[Case]:
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
                "streamk_k16_p128_c2x1_presplit", "streamk_k16_p128_rawbig", "streamk_k16_p256_rawbig",
                "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_rs",
-               "streamk_k16_p128_rs", "streamk_k32_p128_rawbig_rs")
+               "streamk_k16_p128_rs", "streamk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig_rs",
+               "splitk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig")
     rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig", "gemm_k16_p64_rawbig_rs", "gemm_k16_p128_rawbig_rs")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",

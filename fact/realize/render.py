@@ -153,11 +153,15 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             tn = replace(spec, layout_a=Layout.ROW, layout_b=Layout.COL)
             ctx = {**common, **_sm90_context(tn), "chain_text": _chain_text(spec.epilogue),
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
-                   "compensated": spec.tiles.compensated,
+                   "compensated": spec.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
                    "raw_big": spec.tiles.raw_big,
+                   # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
+                   "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
                    # the layouts the presplit pass reads (the kernel itself is TN)
                    "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
+            if spec.mode is Mode.SPLITK_PARALLEL:  # the slices are the batches of the GEMM
+                ctx.update(batched=True)
             kernel = ENV.get_template("sm90_gemm_3xtf32.cu.j2").render(**ctx)
         elif isinstance(spec.tiles, Sm90Tiles):
             # TF32 wgmma reads K-major operands only: that kernel is TN, the binding copies the others
@@ -165,7 +169,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
             if spec.mode is Mode.SPLITK_PARALLEL:
                 # the splits are the batches of the GEMM, which writes fp32 partial sums (16-byte vectors)
-                ctx.update(batched=True, align_cd=4)
+                ctx.update(batched=True, align_cd=4, auto_splits=False)
                 kernel = ENV.get_template("sm90_gemm_splitk.cu.j2").render(**ctx)
             else:
                 kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)

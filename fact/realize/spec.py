@@ -218,6 +218,14 @@ class GemmSpec:
         return f"{self.name}_{self.key[:8]}"
 
     @property
+    def compensated(self) -> bool:
+        """Whether an sm90 3xTF32 kernel keeps its promotions' rounding errors (Sm90SplitTiles.compensated):
+        as its tiles say, and always under parallel split-K, which like stream-K serves few output tiles."""
+        t = self.tiles
+        return isinstance(t, Sm90SplitTiles) and (t.compensated or (self.mode is Mode.SPLITK_PARALLEL
+                                                                    and t.accumulators == 3))
+
+    @property
     def reads_k_major_only(self) -> bool:
         """Whether the kernel reads K-major operands only, whatever the spec's layouts: TF32 wgmma
         reads no other from shared memory, so the sm90 TF32 and 3xTF32 kernels are compiled TN and
@@ -349,10 +357,13 @@ class GemmSpec:
         if t.schedule is not Schedule.COOPERATIVE:
             raise SpecError(f"the sm90 3xTF32 mainloop is written for the cooperative schedule, not {t.schedule.value} "
                             "(its operand split synchronises the two consumer warpgroups of one tile)")
-        if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK):
-            raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler instead")
+        if self.mode not in (Mode.GEMM, Mode.BATCHED, Mode.STREAMK, Mode.SPLITK_PARALLEL):
+            raise SpecError(f"mode {self.mode.value} on sm90: use the stream-K scheduler or parallel split-K instead")
         if (self.mode is Mode.STREAMK) != (t.scheduler is Scheduler.STREAMK):
             raise SpecError("stream-K mode and the stream-K tile scheduler go together")
+        if self.mode is Mode.SPLITK_PARALLEL and (self.epilogue or t.presplit):
+            raise SpecError("parallel split-K adds its fp32 partial sums in a kernel of its own, which applies no "
+                            "epilogue chain and splits no operands: no chain, no presplit pass")
         m, n, k = t.tile
         if t.accumulators not in (2, 3):
             raise SpecError(f"{t.accumulators} accumulators: the sm90 3xTF32 family holds 3 (P and S) or 2 (P only)")
