@@ -155,6 +155,10 @@ def named_kernels() -> dict[str, GemmSpec]:
     for tile in ((128, 128, 16), (128, 128, 32)):
         out[f"splitk_k{tile[2]}_p128_rawbig_rs"] = spec(Mode.SPLITK_PARALLEL, tile=tile, promotion=128, raw_big=True,
                                                         a_in_registers=True)
+    # what a large-K GEMM with an epilogue chain gets (choose.LARGE_K_TILE): stream-K, A split in registers
+    out["streamk_evt_bias_k32_p128_rawbig_rs"] = spec(Mode.STREAMK, ("bias",), tile=(128, 128, 32),
+                                                      scheduler=Scheduler.STREAMK, promotion=128, raw_big=True,
+                                                      a_in_registers=True)
     out["splitk_k16_p128_rawbig"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,

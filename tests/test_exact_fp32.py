@@ -282,8 +282,19 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert chosen.family == "sm90_gemm_3xtf32" and chosen.tiles.promotion == 32  # 509x384: few tiles, K 4096
     assert chosen.tiles.tile == (128, 128, 16) and not chosen.tiles.a_in_registers  # the faster defaults
     assert [s.kind for s in chosen.epilogue] == ["bias", "relu"]
-    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
-    assert large_k.mode is Mode.STREAMK and large_k.tiles.scheduler is Scheduler.STREAMK
+    # large K over few tiles: parallel split-K without a chain (its reduction applies none), stream-K with
+    # one or over more tiles; both split A in registers at tile K 32 (choose.LARGE_K_TILE, SPLITK_TILES)
+    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")  # 509x384: 12 tiles
+    assert large_k.mode is Mode.SPLITK_PARALLEL and large_k.tiles.scheduler is Scheduler.PERSISTENT
+    assert large_k.compensated and not large_k.tiles.compensated  # the spec keeps the errors, as stream-K does
+    for streamk in (_match(k=524288, pattern="gemm_large_k", chain=("bias",)),
+                    _match(k=524288, pattern="gemm_large_k", n=2048)):  # 64 tiles
+        spec = spec_for(streamk, "sm90")
+        assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK
+        assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
+    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32)
+    below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")  # the rounded split in shared memory
+    assert below.mode is Mode.STREAMK and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
     # x as its own big part from K = 65536 on, where SGEMM's error has grown past the bit it costs
     assert large_k.tiles.raw_big and not chosen.tiles.raw_big
     assert [spec_for(_match(k=k, pattern="gemm_large_k"), "sm90").tiles.raw_big for k in (32768, 65536)] == [False, True]
@@ -426,10 +437,20 @@ def test_rendered_source_carries_the_design() -> None:
     assert "small(i) = fmaf(" not in text and "promote(accum, big, small);" in text
     p32 = GemmSpec(**{**spec.__dict__, "tiles": Sm90SplitTiles(promotion=32)})
     assert p32.tiles.compensated and not spec.tiles.compensated
-    large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
+    large_k = spec_for(_match(k=524288, pattern="gemm_large_k", chain=("bias",)), "sm90")
     assert large_k.tiles.compensated  # stream-K keeps them
     # stream-K's partial sums added without red.global.add.f32, which flushes subnormals; so in K order only
     streamk_text = render(large_k).sources[f"{large_k.name}.cu"]
+    # parallel split-K keeps them too; its slices are the GEMM's batches, fact's kernel adds them
+    splitk = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
+    splitk_text = render(splitk).sources[f"{splitk.name}.cu"]
+    assert splitk.mode is Mode.SPLITK_PARALLEL and "small(i) = fmaf(big(i) - (sum - accum(i))" in splitk_text
+    assert "GemmUniversalMode::kBatched" in splitk_text and "fact_splitk_reduce<float>" in splitk_text
+    assert "auto_splits(g, tile_k)" in splitk_text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in splitk_text
+    assert "atomic_add" not in splitk_text and "CUTLASS_ENABLE_GDC" not in streamk_text
+    # A split in registers a k-block at a time (RS wgmma), each k-block's fragments its own
+    assert "using TiledMma = Tf32RsMma;" in splitk_text and "warpgroup_wait<1>();" in splitk_text
+    assert "fact_small_of_raw(a_big(i).raw())" in splitk_text and "storage.a_small" not in splitk_text
     assert "struct atomic_add<float>" in streamk_text and "__stcg(ptr, __ldcg(ptr) + data)" in streamk_text
     assert "reduction_mode = ReductionMode::Deterministic;" in streamk_text and "Nondeterministic" not in streamk_text
     assert "atomic_add" not in text and "reduction_mode" not in text  # persistent: no workspace reduction

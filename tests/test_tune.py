@@ -968,8 +968,9 @@ def test_a_raw_big_split_is_searched_and_ranked_ahead_only_at_large_k() -> None:
 
     large = exact(256, 256, RAW_BIG_MIN_K)
     raw = [s for s in enumerate_space(large).kernels if isinstance(s.tiles, Sm90SplitTiles) and s.tiles.raw_big]
-    assert raw and all(not s.tiles.presplit and not s.tiles.a_in_registers for s in raw)
-    assert {s.tiles.scheduler for s in raw} == {Scheduler.PERSISTENT, Scheduler.STREAMK}
+    assert raw and all(not s.tiles.presplit for s in raw)
+    assert {s.tiles.a_in_registers for s in raw} == {False, True}  # A split in shared memory or in registers
+    assert {s.mode for s in raw} == {Mode.GEMM, Mode.STREAMK, Mode.SPLITK_PARALLEL}
     for shallow in (exact(256, 256, RAW_BIG_MIN_K // 2), exact(4096, 4096, 4096)):
         assert not any(isinstance(s.tiles, Sm90SplitTiles) and s.tiles.raw_big for s in enumerate_space(shallow).kernels)
     def twin(s: GemmSpec) -> GemmSpec:
@@ -977,7 +978,7 @@ def test_a_raw_big_split_is_searched_and_ranked_ahead_only_at_large_k() -> None:
 
     # ranked ahead in the stream-K kernel, where it was measured; the persistent ones tie their twins
     streamk = next(s for s in raw if s.tiles.scheduler is Scheduler.STREAMK)
-    persistent = next(s for s in raw if s.tiles.scheduler is Scheduler.PERSISTENT)
+    persistent = next(s for s in raw if s.mode is Mode.GEMM and not s.tiles.a_in_registers)
     assert predict_ms(streamk, large.problem, H100_SXM) < predict_ms(twin(streamk), large.problem, H100_SXM)
     assert predict_ms(persistent, large.problem, H100_SXM) == predict_ms(twin(persistent), large.problem, H100_SXM)
     # where the split happens is part of the tag, so top-k's first pass builds each place of a tile
@@ -999,15 +1000,16 @@ def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
         return [s for s in enumerate_space(t).kernels if isinstance(s.tiles, Sm90SplitTiles)]
 
     under = split_kernels(exact(768, 768, 1024))  # 36 tiles
-    assert {s.tiles.scheduler for s in under} == {Scheduler.PERSISTENT, Scheduler.STREAMK}
+    assert {s.mode for s in under} == {Mode.GEMM, Mode.STREAMK, Mode.SPLITK_PARALLEL}
     assert all(s.tiles.promotion <= 32 for s in under)
     assert {s.tiles.scheduler for s in split_kernels(exact(1536, 1536, 1024))} == {Scheduler.PERSISTENT}  # 144
     # at K 4096 every 64 is allowed, but only where the promotions' rounding errors are kept (stream-K):
     # the persistent kernel every 64 erred above SGEMM at 96, 100 and 121 tiles on the H100
     deep = split_kernels(exact(1024, 1536, 4096))
-    assert all(s.tiles.compensated for s in deep)
-    assert {(s.tiles.scheduler, s.tiles.promotion) for s in deep} == {
-        (Scheduler.PERSISTENT, 32), (Scheduler.STREAMK, 32), (Scheduler.STREAMK, 64)}
+    assert all(s.compensated for s in deep)
+    assert {(s.mode, s.tiles.promotion) for s in deep} == {
+        (Mode.GEMM, 32), (Mode.STREAMK, 32), (Mode.STREAMK, 64), (Mode.SPLITK_PARALLEL, 32),
+        (Mode.SPLITK_PARALLEL, 64)}  # split-K keeps them whatever its interval (GemmSpec.compensated)
     # a database row that drops them is passed over there; the same kernel serves a wider output
     from fact.tune.hook import _outgrown
     persistent64 = dataclasses.replace(next(s for s in deep if s.tiles.scheduler is Scheduler.STREAMK), mode=Mode.GEMM,

@@ -52,6 +52,20 @@ PRESPLIT_CLUSTER = (2, 1)
 # finite entries) the raw big part gave 2.5e-7 against SGEMM's 2.1e-7, and on inputs near 1e-19 at
 # 512x512x2048 every 128 gave 4.0e-7 against 3.1e-7. So it starts where every measured margin was wide.
 RAW_BIG_MIN_K = 65536
+# From that depth stream-K and split-K also split A in registers (a_in_registers, RS wgmma), a k-block at a
+# time while the other k-block's wgmma runs, over tiles of K 32: on the H100
+# (results/exact_fp32/h100_2026-11-25_large_k/, 3 seeds each) stream-K at 256x256x524288 ran 0.753-0.801
+# ms against 0.829-0.885 for the shared-memory split at tile K 16, 0.264-0.271 against 0.280-0.299 at
+# 256x256x131072, and 0.381-0.389 against 0.415-0.421 on eight decades at 512x512x65536, with the same
+# errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
+LARGE_K_TILE = (128, 128, 32)
+# A GEMM without an epilogue chain, K from RAW_BIG_MIN_K and at most this many output tiles runs parallel
+# split-K (its K slices as the batches of one persistent kernel, their fp32 partials added in slice order
+# by a kernel of fact's), not stream-K, whose splits wait on each other to add theirs through one
+# workspace tile (about 0.1 ms on the H100). At 256x256x131072 (4 tiles, 32 slices) it ran 0.213-0.215 ms
+# against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775 against 0.769-0.801; at 512x512x65536 (16
+# tiles, 8 slices) the same as stream-K (0.392-0.399 against 0.386-0.389). Only 4 and 16 tiles were measured.
+SPLITK_TILES = 16
 
 
 # Below this depth no kernel serves exact fp32: 3xTF32 drops small.small and rounds small to TF32
@@ -165,15 +179,17 @@ def under_one_wave(m: int, n: int, batch: int = 1) -> bool:
     return batch == 1 and output_tiles(m, n) <= STREAMK_TILES
 
 
-def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch: int = 1) -> str | None:
-    """Why a 3xTF32 kernel with these tiles would not keep SGEMM's accuracy at this problem, or None:
-    the rules above, for the tuner's candidates and for rows of its database made before a rule."""
+def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch: int = 1,
+                           mode: Mode = Mode.GEMM) -> str | None:
+    """Why a 3xTF32 kernel with these tiles (in `mode`) would not keep SGEMM's accuracy at this problem, or
+    None: the rules above, for the tuner's candidates and for rows of its database made before a rule."""
     longest = promotion_for(k, m, n, batch)
     if tiles.promotion > longest:
         return f"promotes every {tiles.promotion}, longer than the {longest} allowed at K = {k}"
     if tiles.raw_big and k < RAW_BIG_MIN_K:
         return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
-    if under_one_wave(m, n, batch) and not tiles.compensated:
+    compensated = tiles.compensated or (mode is Mode.SPLITK_PARALLEL and tiles.accumulators == 3)  # GemmSpec's
+    if under_one_wave(m, n, batch) and not compensated:
         return (f"drops its promotions' rounding errors, which an output of {m}x{n} (under one wave) needs "
                 "to stay within SGEMM's error")
     return None
@@ -195,9 +211,14 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     if mode is Mode.GEMM and (match.pattern == "gemm_large_k" or under_one_wave(p.m, p.n)):
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
-    tiles = Sm90SplitTiles(SM90_3XTF32_TILE, PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
+    raw_big = not presplit and p.k >= RAW_BIG_MIN_K
+    if raw_big and mode is Mode.STREAMK and not match.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:
+        mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
+    in_registers = raw_big and mode is not Mode.GEMM and mode is not Mode.BATCHED  # stream-K or split-K
+    tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE,
+                           PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
-                           raw_big=not presplit and p.k >= RAW_BIG_MIN_K)
+                           a_in_registers=in_registers, raw_big=raw_big)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

@@ -110,7 +110,8 @@ class SplitPlace:
 # in shared memory; A in registers; before the mainloop, with TMA multicast along either cluster dimension
 # (it reads each operand twice: big and small parts)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(in_registers=True), SplitPlace(presplit=True, cluster=(2, 1)),
-                     SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True))
+                     SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True),
+                     SplitPlace(in_registers=True, raw_big=True))
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
@@ -209,19 +210,21 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     if target.dtype is not DType.F32 or target.precision is not Precision.EXACT:
         return
     p = target.problem
-    schedulers = [Scheduler.PERSISTENT]
+    modes = [Mode.BATCHED if p.batch > 1 else Mode.GEMM]
     if p.batch == 1 and (p.k >= LARGE_K_RATIO * max(p.m, p.n) or under_one_wave(p.m, p.n)):
-        schedulers.append(Scheduler.STREAMK)
-    for tile, promotion, split, scheduler in itertools.product(
-            SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, schedulers):
-        if promotion % tile[2] or (split.presplit and scheduler is Scheduler.STREAMK):
-            continue  # not whole k-tiles; or presplit stream-K, which serves large K with small M and N,
-            # where the pass costs more than it saves (no candidate)
+        modes.append(Mode.STREAMK)
+        if not target.epilogue:  # its reduction applies no chain
+            modes.append(Mode.SPLITK_PARALLEL)
+    for tile, promotion, split, mode in itertools.product(
+            SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, modes):
+        if promotion % tile[2] or (split.presplit and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):
+            continue  # not whole k-tiles; or presplit stream-K or split-K, which serve large K with small M and
+            # N, where the pass costs more than it saves (no candidate)
+        scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big)
-        if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch):
+        if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
-        mode = (Mode.BATCHED if p.batch > 1 else Mode.STREAMK if scheduler is Scheduler.STREAMK else Mode.GEMM)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
                        mode, tiles)
 

@@ -91,7 +91,7 @@ def _outgrown(spec: GemmSpec, target: Target) -> str | None:
     that made their candidates, such as the longest promotion interval the 3xTF32 family may use at a
     depth (fact.realize.choose.promotion_for), which keeps its error below SGEMM's."""
     t, p = spec.tiles, target.problem
-    return split_accuracy_refusal(t, p.m, p.n, p.k, p.batch) if isinstance(t, Sm90SplitTiles) else None
+    return split_accuracy_refusal(t, p.m, p.n, p.k, p.batch, spec.mode) if isinstance(t, Sm90SplitTiles) else None
 
 
 class LocalSearch:
