@@ -162,6 +162,9 @@ def named_kernels() -> dict[str, GemmSpec]:
     for cluster in ((2, 1), (1, 2)):  # TMA multicast: the tile of A (1x2) or B (2x1) loaded once for two CTAs
         out[f"splitk_k32_p128_rawbig_rs_c{cluster[0]}x{cluster[1]}"] = spec(
             Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=cluster, promotion=128, raw_big=True, a_in_registers=True)
+    out["streamk_k32_p128_rawbig_rs_c2x1"] = spec(Mode.STREAMK, tile=(128, 128, 32), cluster=(2, 1),
+                                                  scheduler=Scheduler.STREAMK, promotion=128, raw_big=True,
+                                                  a_in_registers=True)
     out["splitk_k16_p128_rawbig"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
@@ -202,7 +205,7 @@ def cases(quick: bool = False) -> list[Case]:
                "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_rs",
                "streamk_k16_p128_rs", "streamk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig_rs",
                "splitk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig", "splitk_k32_p128_rawbig_rs_c2x1",
-               "splitk_k32_p128_rawbig_rs_c1x2")
+               "splitk_k32_p128_rawbig_rs_c1x2", "streamk_k32_p128_rawbig_rs_c2x1")
     rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig", "gemm_k16_p64_rawbig_rs", "gemm_k16_p128_rawbig_rs")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
