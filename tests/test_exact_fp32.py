@@ -292,7 +292,8 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         spec = spec_for(streamk, "sm90")
         assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK
         assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
-    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32)
+    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32) and large_k.tiles.cluster == (2, 1)
+    assert spec.tiles.cluster == (1, 1)  # stream-K gained nothing from a cluster
     below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")  # the rounded split in shared memory
     assert below.mode is Mode.STREAMK and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
     # x as its own big part from K = 65536 on, where SGEMM's error has grown past the bit it costs

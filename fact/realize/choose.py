@@ -54,18 +54,24 @@ PRESPLIT_CLUSTER = (2, 1)
 RAW_BIG_MIN_K = 65536
 # From that depth stream-K and split-K also split A in registers (a_in_registers, RS wgmma), a k-block at a
 # time while the other k-block's wgmma runs, over tiles of K 32: on the H100
-# (results/exact_fp32/h100_2026-11-25_large_k/, 3 seeds each) stream-K at 256x256x524288 ran 0.753-0.801
-# ms against 0.829-0.885 for the shared-memory split at tile K 16, 0.264-0.271 against 0.280-0.299 at
-# 256x256x131072, and 0.381-0.389 against 0.415-0.421 on eight decades at 512x512x65536, with the same
-# errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
+# (results/exact_fp32/h100_2026-11-25_large_k/, 3 seeds each, three runs) stream-K at 256x256x524288 ran
+# 0.752-0.801 ms against 0.822-0.885 for the shared-memory split at tile K 16, 0.262-0.271 against
+# 0.280-0.299 at 256x256x131072 (one seed 0.331), and 0.380-0.394 against 0.415-0.425 on eight decades at
+# 512x512x65536, with the same errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
 LARGE_K_TILE = (128, 128, 32)
 # A GEMM without an epilogue chain, K from RAW_BIG_MIN_K and at most this many output tiles runs parallel
 # split-K (its K slices as the batches of one persistent kernel, their fp32 partials added in slice order
 # by a kernel of fact's), not stream-K, whose splits wait on each other to add theirs through one
 # workspace tile (about 0.1 ms on the H100). At 256x256x131072 (4 tiles, 32 slices) it ran 0.213-0.215 ms
-# against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775 against 0.769-0.801; at 512x512x65536 (16
-# tiles, 8 slices) the same as stream-K (0.392-0.399 against 0.386-0.389). Only 4 and 16 tiles were measured.
+# against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775 against 0.769-0.801 (both with A split in
+# registers); at 512x512x65536 (16 tiles, 8 slices) the same as stream-K (0.392-0.399 against
+# 0.386-0.389). Only 4 and 16 tiles were measured.
 SPLITK_TILES = 16
+# ... in a 2x1 cluster, whose two CTAs take B's tile from one multicast TMA load: at 256x256x524288
+# 0.706-0.781 ms against 0.753-0.827 for cluster 1x1 in the same run (seed by seed 3-6 % faster),
+# 0.197-0.200 against 0.205-0.212 at 131072, 0.362-0.363 against 0.381-0.384 at 512x512x65536. A 1x2
+# cluster was slower (0.800-0.811 at 524288), and stream-K gained nothing from 2x1.
+SPLITK_CLUSTER = (2, 1)
 
 
 # Below this depth no kernel serves exact fp32: 3xTF32 drops small.small and rounds small to TF32
@@ -215,8 +221,8 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     if raw_big and mode is Mode.STREAMK and not match.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
     in_registers = raw_big and mode is not Mode.GEMM and mode is not Mode.BATCHED  # stream-K or split-K
-    tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE,
-                           PRESPLIT_CLUSTER if presplit else (1, 1), scheduler=scheduler,
+    cluster = PRESPLIT_CLUSTER if presplit else SPLITK_CLUSTER if mode is Mode.SPLITK_PARALLEL else (1, 1)
+    tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
                            a_in_registers=in_registers, raw_big=raw_big)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()

@@ -104,14 +104,16 @@ class SplitPlace:
     in_registers: bool = False  # A in the consumers' registers (B in shared memory)
     presplit: bool = False  # both, by a pass over global memory before the mainloop
     cluster: tuple[int, int] = (1, 1)
-    raw_big: bool = False  # in shared memory, x left as the big part: only from K = RAW_BIG_MIN_K on
+    raw_big: bool = False  # x left as the big part (A's too, in registers): only from K = RAW_BIG_MIN_K on
 
 
 # in shared memory; A in registers; before the mainloop, with TMA multicast along either cluster dimension
-# (it reads each operand twice: big and small parts)
+# (it reads each operand twice: big and small parts); x as its own big part, in shared memory or with A in
+# registers, also in a 2x1 cluster (fact's parallel split-K at large K: choose.SPLITK_CLUSTER)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(in_registers=True), SplitPlace(presplit=True, cluster=(2, 1)),
                      SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True),
-                     SplitPlace(in_registers=True, raw_big=True))
+                     SplitPlace(in_registers=True, raw_big=True),
+                     SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)))
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
