@@ -162,6 +162,11 @@ def named_kernels() -> dict[str, GemmSpec]:
     for cluster in ((2, 1), (1, 2)):  # TMA multicast: the tile of A (1x2) or B (2x1) loaded once for two CTAs
         out[f"splitk_k32_p128_rawbig_rs_c{cluster[0]}x{cluster[1]}"] = spec(
             Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=cluster, promotion=128, raw_big=True, a_in_registers=True)
+    # parallel split-K over few tiles below the raw big part's depth: the rounded split in shared memory
+    for p in (32, 128):
+        for cluster in ((1, 1), (2, 1)):
+            name = f"splitk_k16_p{p}" + ("_c2x1" if cluster == (2, 1) else "")
+            out[name] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), cluster=cluster, promotion=p)
     out["streamk_k32_p128_rawbig_rs_c2x1"] = spec(Mode.STREAMK, tile=(128, 128, 32), cluster=(2, 1),
                                                   scheduler=Scheduler.STREAMK, promotion=128, raw_big=True,
                                                   a_in_registers=True)
@@ -260,7 +265,8 @@ def few_tiles_cases() -> list[Case]:
     """Outputs of 4 to 130 128x128 tiles, around one wave (132 SMs; choose.STREAMK_TILES = 96): does fact's
     pick stay at or below SGEMM's error where cuBLAS may still split K? With every promotion interval
     beside it, at K 1024 and 4096, and at 512 and 8192 for a few."""
-    shapes = {(256, 256): (1024, 4096), (512, 768): (1024, 4096), (768, 768): (512, 1024, 4096, 8192),
+    shapes = {(256, 256): (1024, 4096, 16384), (512, 512): (1024, 4096, 16384), (512, 768): (1024, 4096),
+              (768, 768): (512, 1024, 4096, 8192),
               (768, 1024): (1024, 4096), (1024, 1024): (1024, 4096), (1024, 1536): (1024, 4096, 8192),
               (1280, 1280): (1024, 4096), (1408, 1408): (1024, 4096), (1280, 1664): (1024, 4096)}
     out = []
@@ -269,6 +275,8 @@ def few_tiles_cases() -> list[Case]:
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
                    if presplit_pays(m, n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
         kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # K over the SMs
+        if tiles <= 16:  # parallel split-K (choose.SPLITK_TILES)
+            kernels += ("splitk_k16_p32", "splitk_k16_p32_c2x1", "splitk_k16_p128", "splitk_k16_p128_c2x1")
         for k in ks:
             for inputs in ("uniform", "wide", "bf16"):
                 out.append(Case(f"tiles{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
