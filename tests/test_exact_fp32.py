@@ -294,8 +294,12 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
     assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32) and large_k.tiles.cluster == (2, 1)
     assert spec.tiles.cluster == (1, 1)  # stream-K gained nothing from a cluster
-    below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")  # the rounded split in shared memory
-    assert below.mode is Mode.STREAMK and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
+    # below K 65536 the rounded split in shared memory; split-K over few tiles at any depth
+    below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")
+    assert below.mode is Mode.SPLITK_PARALLEL and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
+    short = spec_for(_match(), "sm90")  # 509x384x4096: 12 tiles
+    assert short.mode is Mode.SPLITK_PARALLEL and short.tiles.promotion == 32 and not short.tiles.raw_big
+    assert spec_for(_match(n=1024), "sm90").mode is Mode.STREAMK  # 32 tiles: stream-K
     # x as its own big part from K = 65536 on, where SGEMM's error has grown past the bit it costs
     assert large_k.tiles.raw_big and not chosen.tiles.raw_big
     assert [spec_for(_match(k=k, pattern="gemm_large_k"), "sm90").tiles.raw_big for k in (32768, 65536)] == [False, True]
@@ -331,14 +335,20 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
 
 def test_outputs_under_one_wave_run_stream_k() -> None:
     """Up to STREAMK_TILES output tiles one GEMM runs stream-K (K over the SMs, as cuBLAS splits it), its
-    promotions' rounding errors kept; a batch, or a larger output, runs the persistent scheduler."""
-    def chosen(m: int, n: int, k: int, batch: int = 1) -> GemmSpec:
-        return spec_for(dataclasses.replace(_match(k=k, batch=batch), problem=ProblemShape(m, n, k, batch)), "sm90")
+    promotions' rounding errors kept; up to SPLITK_TILES without an epilogue chain, parallel split-K; a
+    batch, or a larger output, runs the persistent scheduler."""
+    def chosen(m: int, n: int, k: int, batch: int = 1, chain: tuple[str, ...] = ()) -> GemmSpec:
+        match = _match(k=k, batch=batch, chain=chain)
+        return spec_for(dataclasses.replace(match, problem=ProblemShape(m, n, k, batch)), "sm90")
 
-    for m, n, k in ((256, 256, 1024), (768, 768, 1024), (1024, 1536, 4096), (128, 132 * 128, 4096)):  # 4 to 132 tiles
+    for m, n, k in ((768, 768, 1024), (1024, 1536, 4096), (128, 132 * 128, 4096)):  # 36 to 132 tiles
         spec = chosen(m, n, k)
         assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK, (m, n, k)
         assert not spec.tiles.presplit and not spec.tiles.raw_big
+    for m, n, k in ((256, 256, 1024), (512, 512, 16384)):  # 4 and 16 tiles
+        assert chosen(m, n, k).mode is Mode.SPLITK_PARALLEL and chosen(m, n, k).compensated
+        assert chosen(m, n, k, chain=("bias",)).mode is Mode.STREAMK  # split-K's reduction applies no chain
+    assert chosen(512, 640, 1024).mode is Mode.STREAMK  # 20 tiles
     assert chosen(1024, 1536, 4096).tiles.promotion == 64 and chosen(768, 768, 1024).tiles.promotion == 32
     assert chosen(128, 133 * 128, 4096).tiles.scheduler is Scheduler.PERSISTENT  # 133 tiles
     wider = chosen(1536, 1536, 4096)  # 144 tiles
@@ -359,8 +369,9 @@ def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() ->
         assert not spec.copies_a and not spec.copies_b
     batched = spec_for(dataclasses.replace(_match(batch=128), problem=ProblemShape(1024, 2048, 1024, 128)), "sm90")
     assert batched.mode is Mode.BATCHED and batched.tiles.presplit
-    small = spec_for(_match(), "sm90")  # 509 x 384: 12 tiles, stream-K
+    small = spec_for(_match(chain=("bias",)), "sm90")  # 509 x 384: 12 tiles, stream-K
     assert not small.tiles.presplit and small.tiles.cluster == (1, 1) and small.tiles.scheduler is Scheduler.STREAMK
+    assert not spec_for(_match(), "sm90").tiles.presplit  # without the chain, split-K: split in shared memory
     large_k = spec_for(dataclasses.replace(_match(k=524288, pattern="gemm_large_k"), problem=ProblemShape(
         2048, 2048, 524288)), "sm90")
     assert large_k.tiles.scheduler is Scheduler.STREAMK and not large_k.tiles.presplit
