@@ -1000,19 +1000,45 @@ def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
         return [s for s in enumerate_space(t).kernels if isinstance(s.tiles, Sm90SplitTiles)]
 
     under = split_kernels(exact(768, 768, 1024))  # 36 tiles
-    assert {s.mode for s in under} == {Mode.GEMM, Mode.STREAMK, Mode.SPLITK_PARALLEL}
+    assert {s.mode for s in under} == {Mode.GEMM, Mode.STREAMK}  # split-K: up to choose.SPLITK_TILES
     assert all(s.tiles.promotion <= 32 for s in under)
     assert {s.tiles.scheduler for s in split_kernels(exact(1536, 1536, 1024))} == {Scheduler.PERSISTENT}  # 144
     # at K 4096 every 64 is allowed, but only where the promotions' rounding errors are kept (stream-K):
     # the persistent kernel every 64 erred above SGEMM at 96, 100 and 121 tiles on the H100
     deep = split_kernels(exact(1024, 1536, 4096))
     assert all(s.compensated for s in deep)
-    assert {(s.mode, s.tiles.promotion) for s in deep} == {
-        (Mode.GEMM, 32), (Mode.STREAMK, 32), (Mode.STREAMK, 64), (Mode.SPLITK_PARALLEL, 32),
-        (Mode.SPLITK_PARALLEL, 64)}  # split-K keeps them whatever its interval (GemmSpec.compensated)
+    assert {(s.mode, s.tiles.promotion) for s in deep} == {(Mode.GEMM, 32), (Mode.STREAMK, 32), (Mode.STREAMK, 64)}
+    few = split_kernels(exact(512, 512, 4096))  # 16 tiles: split-K too, which keeps them at any interval
+    assert {(s.mode, s.tiles.promotion) for s in few if s.mode is Mode.SPLITK_PARALLEL} == {
+        (Mode.SPLITK_PARALLEL, 32)} and all(s.compensated for s in few)
     # a database row that drops them is passed over there; the same kernel serves a wider output
     from fact.tune.hook import _outgrown
     persistent64 = dataclasses.replace(next(s for s in deep if s.tiles.scheduler is Scheduler.STREAMK), mode=Mode.GEMM,
                                        tiles=Sm90SplitTiles((128, 128, 16), scheduler=Scheduler.PERSISTENT, promotion=64))
     assert "rounding errors" in (_outgrown(persistent64, exact(1024, 1536, 4096)) or "")
     assert _outgrown(persistent64, exact(1536, 1536, 4096)) is None
+
+
+def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
+    """Whatever fact.realize.choose picks for an exact fp32 GEMM on sm90 (parallel split-K over few
+    tiles, in a 2x1 cluster where the tile rows pair up; stream-K under one wave; A split in registers
+    at large K), the tuner searches it too, so a tuned kernel is never one it could not compare with the
+    default; and split-K is searched only over the few tiles its accuracy was measured at."""
+    from fact.core.enums import OpFamily
+    from fact.patterns.types import Match
+    from fact.realize.choose import SPLITK_TILES, output_tiles, sm90_3xtf32_spec
+
+    for m, n, k in ((256, 256, 1024), (512, 512, 4096), (256, 256, 524288), (384, 640, 4096), (768, 768, 1024),
+                    (1024, 1536, 4096), (2048, 2048, 2048)):
+        pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
+        problem = ProblemShape(m, n, k)
+        chosen = sm90_3xtf32_spec(Match(pattern, OpFamily.GEMM, "mm", ("mm",), "mm", DType.F32, Precision.EXACT,
+                                        pattern, problem, (Layout.ROW, Layout.COL)))
+        t = Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), problem)
+        space = enumerate_space(t, H100_SXM).kernels
+        assert chosen in space, (m, n, k, chosen.name)
+        assert (chosen.mode is Mode.SPLITK_PARALLEL) == (output_tiles(m, n) <= SPLITK_TILES), (m, n, k)
+        assert chosen.tiles.cluster == ((2, 1) if chosen.mode is Mode.SPLITK_PARALLEL and m % 256 == 0
+                                        else chosen.tiles.cluster if chosen.tiles.presplit else (1, 1))
+        if output_tiles(m, n) > SPLITK_TILES:
+            assert not any(s.mode is Mode.SPLITK_PARALLEL for s in space), (m, n, k)

@@ -62,21 +62,22 @@ LARGE_K_TILE = (128, 128, 32)
 # A GEMM without an epilogue chain over at most this many output tiles runs parallel split-K (its K slices
 # as the batches of one persistent kernel, their fp32 partials added in slice order by a kernel of fact's),
 # not stream-K, whose splits wait on each other to add theirs through one workspace tile (about 0.1 ms on
-# the H100). Below RAW_BIG_MIN_K, with the rounded split in shared memory at tile K 16: at 4 tiles
-# (256x256) and K 1024, 4096 and 16384 it ran 1.05-1.07x, 1.16-1.21x and 1.73-1.75x SGEMM against stream-K's
-# 0.67-0.69x, 0.47x and 0.86x; at 16 tiles (512x512) 1.17x, 1.22x and 1.44-1.46x against 0.84-0.85x,
-# 1.00-1.02x and 1.35-1.37x (3 seeds of uniform, eight-decade and bf16-valued inputs each; its slices
-# kMinSliceDepth deep or more kept within SGEMM's error: results/exact_fp32/h100_2026-11-25_large_k/few_tiles/).
-# From RAW_BIG_MIN_K on, at 256x256x131072 (4 tiles, 32 slices) it ran 0.213-0.215 ms
-# against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775 against 0.769-0.801 (both with A split in
-# registers); at 512x512x65536 (16 tiles, 8 slices) the same as stream-K (0.392-0.399 against
-# 0.386-0.389). Only 4 and 16 tiles were measured.
+# the H100). Below RAW_BIG_MIN_K, with the rounded split in shared memory at tile K 16 and at most K / 128
+# slices (kMinSliceDepth in _splitk_run.j2): at 4 tiles (256x256) and K 1024, 4096 and 16384 it ran 0.95x,
+# 1.18-1.21x and 1.76-1.81x SGEMM against stream-K's 0.64-0.66x, 0.44-0.45x and 0.85-0.86x; at 16 tiles
+# (512x512) 1.18-1.19x, 1.24-1.25x and 1.45-1.48x against 0.81-0.82x, 1.00-1.02x and 1.36-1.39x, within
+# SGEMM's error on uniform, eight-decade and bf16-valued inputs, 3 seeds each
+# (results/exact_fp32/h100_2026-11-25_large_k/few_tiles/). From RAW_BIG_MIN_K on, at 256x256x131072 (4
+# tiles, 32 slices) it ran 0.213-0.215 ms against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775
+# against 0.769-0.801 (both with A split in registers); at 512x512x65536 (16 tiles, 8 slices) within 3 %
+# of stream-K (0.392-0.399 against 0.386-0.389). Only 4 and 16 tiles were measured.
 SPLITK_TILES = 16
 # ... in a 2x1 cluster, whose two CTAs take B's tile from one multicast TMA load: at 256x256x524288
 # 0.706-0.781 ms against 0.753-0.827 for cluster 1x1 in the same run (seed by seed 3-6 % faster),
 # 0.197-0.200 against 0.205-0.212 at 131072, 0.362-0.363 against 0.381-0.384 at 512x512x65536. A 1x2
 # cluster was slower (0.800-0.811 at 524288), and stream-K gained nothing from 2x1. Below RAW_BIG_MIN_K
-# (4 and 16 tiles) the cluster made no difference.
+# (4 and 16 tiles) the cluster made no difference. An odd number of tile rows keeps cluster 1x1: CUTLASS
+# would pad them to the cluster's with CTAs that multiply zeros.
 SPLITK_CLUSTER = (2, 1)
 
 
@@ -227,7 +228,11 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     if mode is Mode.STREAMK and not match.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
     in_registers = raw_big and mode is not Mode.GEMM and mode is not Mode.BATCHED  # stream-K or split-K
-    cluster = PRESPLIT_CLUSTER if presplit else SPLITK_CLUSTER if mode is Mode.SPLITK_PARALLEL else (1, 1)
+    cluster = (1, 1)
+    if presplit:
+        cluster = PRESPLIT_CLUSTER
+    elif mode is Mode.SPLITK_PARALLEL and -(-p.m // SM90_3XTF32_TILE[0]) % SPLITK_CLUSTER[0] == 0:
+        cluster = SPLITK_CLUSTER
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
                            a_in_registers=in_registers, raw_big=raw_big)

@@ -109,12 +109,14 @@ class Sm90SplitTiles(Sm90Tiles):
     """The sm90 3xTF32 family (exact fp32 on wgmma): its tiles; `promotion`, the elements of K
     after which the big.big accumulator is added to the fp32 register accumulator; and where A is
     split: in shared memory beside B (`a_in_registers=False`, SS wgmma), or in the consumer
-    warpgroups' registers on its way to RS wgmma (`True`), which spares shared memory a third of
-    its traffic but serialises A's split with its own warpgroup's wgmma (slower on the H100:
-    results/exact_fp32/h100_2026-11-23/). With `presplit`, neither: a pass over global memory
+    warpgroups' registers on its way to RS wgmma (`True`), a wgmma k-block at a time while the other
+    k-block's wgmma runs, which spares shared memory a third of its traffic (faster on the H100 at tile
+    K 32 from K = 65536 on, slower at tile K 16: results/exact_fp32/h100_2026-11-25_large_k/). With
+    `presplit`, neither: a pass over global memory
     before the GEMM writes both operands' big and small parts K-major, and the mainloop only loads
     them (TMA) and multiplies; that pass reads each operand in its own layout, so no copy is needed.
-    With `raw_big`, the shared-memory split writes only the small parts, small = rna_tf32(x - trunc_tf32(x)):
+    With `raw_big`, the split (in shared memory or in registers) writes only the small parts,
+    small = rna_tf32(x - trunc_tf32(x)):
     big is the raw fp32 tile, which wgmma reads as TF32 by truncation. That spares a stage a third of
     its split traffic (one write of both tiles) at the price of a small part up to twice as large, so
     3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both)."""

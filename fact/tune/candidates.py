@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import split_accuracy_refusal, under_one_wave
+from fact.realize.choose import SPLITK_TILES, output_tiles, split_accuracy_refusal, under_one_wave
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -107,10 +107,11 @@ class SplitPlace:
     raw_big: bool = False  # x left as the big part (A's too, in registers): only from K = RAW_BIG_MIN_K on
 
 
-# in shared memory; A in registers; before the mainloop, with TMA multicast along either cluster dimension
-# (it reads each operand twice: big and small parts); x as its own big part, in shared memory or with A in
-# registers, also in a 2x1 cluster (fact's parallel split-K at large K: choose.SPLITK_CLUSTER)
-SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(in_registers=True), SplitPlace(presplit=True, cluster=(2, 1)),
+# in shared memory, also in a 2x1 cluster; A in registers; before the mainloop, with TMA multicast along
+# either cluster dimension (it reads each operand twice: big and small parts); x as its own big part, in
+# shared memory or with A in registers, also in a 2x1 cluster (fact's parallel split-K: choose.SPLITK_CLUSTER)
+SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_registers=True),
+                     SplitPlace(presplit=True, cluster=(2, 1)),
                      SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)))
@@ -215,8 +216,8 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     modes = [Mode.BATCHED if p.batch > 1 else Mode.GEMM]
     if p.batch == 1 and (p.k >= LARGE_K_RATIO * max(p.m, p.n) or under_one_wave(p.m, p.n)):
         modes.append(Mode.STREAMK)
-        if not target.epilogue:  # its reduction applies no chain
-            modes.append(Mode.SPLITK_PARALLEL)
+        if not target.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:  # no chain in its reduction;
+            modes.append(Mode.SPLITK_PARALLEL)  # its accuracy was measured over so few tiles only
     for tile, promotion, split, mode in itertools.product(
             SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, modes):
         if promotion % tile[2] or (split.presplit and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):

@@ -35,7 +35,8 @@ class Knobs:
 
     raster: the order in which output tiles are walked; swizzle: the tile-scheduler swizzle
     width (1, 2, 4 or 8); splits: K slices (stream-K scheduler kernels, 1 = stream-K's own heuristic
-    decomposition; and parallel split-K kernels, 1 = one slice); reduction: how the partial sums of a tile's splits are added
+    decomposition; and parallel split-K kernels, 1 = one slice, or in the exact fp32 family the count the
+    kernel picks, which caps every count at K / 128); reduction: how the partial sums of a tile's splits are added
     (stream-K only; 0 one after the other in K order, deterministic; 1 by atomic adds, at once,
     whose last bits may differ from call to call: the kernel sums in K order whenever
     torch.use_deterministic_algorithms(True) is set).
