@@ -201,8 +201,7 @@ def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch:
         return f"promotes every {tiles.promotion}, longer than the {longest} allowed at K = {k}"
     if tiles.raw_big and k < RAW_BIG_MIN_K:
         return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
-    compensated = tiles.compensated or (mode is Mode.SPLITK_PARALLEL and tiles.accumulators == 3)  # GemmSpec's
-    if under_one_wave(m, n, batch) and not compensated:
+    if under_one_wave(m, n, batch) and not tiles.compensated_in(mode):
         return (f"drops its promotions' rounding errors, which an output of {m}x{n} (under one wave) needs "
                 "to stay within SGEMM's error")
     return None

@@ -141,6 +141,11 @@ class Sm90SplitTiles(Sm90Tiles):
         return self.accumulators == 3 and (self.promotion <= COMPENSATED_PROMOTION
                                            or self.scheduler is Scheduler.STREAMK)
 
+    def compensated_in(self, mode: Mode) -> bool:
+        """`compensated`, or run as parallel split-K, which keeps them at any interval: like stream-K it
+        serves few output tiles (fact.realize.choose.SPLITK_TILES)."""
+        return self.compensated or (mode is Mode.SPLITK_PARALLEL and self.accumulators == 3)
+
 
 # The longest promotion interval whose rounding errors the kernel keeps (stream-K keeps them at any).
 # Every 32, they keep the error below cuBLAS SGEMM's where it splits K (256x256x1024: eight-decade
@@ -221,11 +226,9 @@ class GemmSpec:
 
     @property
     def compensated(self) -> bool:
-        """Whether an sm90 3xTF32 kernel keeps its promotions' rounding errors (Sm90SplitTiles.compensated):
-        as its tiles say, and always under parallel split-K, which like stream-K serves few output tiles."""
+        """Whether an sm90 3xTF32 kernel keeps its promotions' rounding errors (Sm90SplitTiles.compensated_in)."""
         t = self.tiles
-        return isinstance(t, Sm90SplitTiles) and (t.compensated or (self.mode is Mode.SPLITK_PARALLEL
-                                                                    and t.accumulators == 3))
+        return isinstance(t, Sm90SplitTiles) and t.compensated_in(self.mode)
 
     @property
     def reads_k_major_only(self) -> bool:
