@@ -109,6 +109,9 @@ def exact_sm90() -> list[GemmSpec]:
         # operands split before the mainloop, read in their own (not K-major) layouts, batched
         GemmSpec(Arch.SM90, F32, EXACT, COL, ROW, (s("bias"),), Mode.BATCHED,
                  Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True)),
+        # parallel split-K over few tiles at large K (choose.SPLITK_TILES): A split in registers, raw big parts
+        GemmSpec(Arch.SM90, F32, EXACT, ROW, COL, (), Mode.SPLITK_PARALLEL,
+                 Sm90SplitTiles((128, 128, 32), (2, 1), promotion=128, a_in_registers=True, raw_big=True)),
     ]
 
 
