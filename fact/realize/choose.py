@@ -226,7 +226,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     raw_big = not presplit and p.k >= RAW_BIG_MIN_K
     if mode is Mode.STREAMK and not match.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
-    in_registers = raw_big and mode is not Mode.GEMM and mode is not Mode.BATCHED  # stream-K or split-K
+    in_registers = raw_big and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)
     cluster = (1, 1)
     if presplit:
         cluster = PRESPLIT_CLUSTER
