@@ -254,6 +254,7 @@ def cases(quick: bool = False) -> list[Case]:
         Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
         *few_tiles_cases(),
+        *split_gap_cases(),
     ]
     if quick:
         out = [c for c in out if c.shape[1] * c.shape[2] * c.shape[3] * c.shape[0] <= 2**33]
@@ -280,6 +281,21 @@ def few_tiles_cases() -> list[Case]:
         for k in ks:
             for inputs in ("uniform", "wide", "bf16"):
                 out.append(Case(f"tiles{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
+    return out
+
+
+def split_gap_cases() -> list[Case]:
+    """Parallel split-K against stream-K where neither was measured: 8 to 24 tiles, odd tile rows (no 2x1
+    cluster), and K below 1024. fact's pick runs beside both (`default_<case>`)."""
+    shapes = {(256, 256): (256, 512), (256, 512): (512, 1024, 4096), (384, 384): (512, 1024, 4096),
+              (512, 384): (1024, 4096), (640, 384): (1024, 4096), (512, 640): (1024, 4096), (768, 512): (1024, 4096)}
+    kernels = ("streamk_k16_p32", "splitk_k16_p32", "splitk_k16_p32_c2x1")
+    out = []
+    for (m, n), ks in shapes.items():
+        tiles = -(-m // 128) * -(-n // 128)
+        for k in ks:
+            for inputs in ("uniform", "wide"):
+                out.append(Case(f"gap{tiles}_{m}x{n}x{k}_{inputs}", (1, m, n, k), inputs, kernels=kernels))
     return out
 
 
