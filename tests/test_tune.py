@@ -1042,3 +1042,25 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
                                         else chosen.tiles.cluster if chosen.tiles.presplit else (1, 1))
         if output_tiles(m, n) > SPLITK_TILES:
             assert not any(s.mode is Mode.SPLITK_PARALLEL for s in space), (m, n, k)
+
+
+def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:
+    """The 3xTF32 family's split-K takes at most K / SPLITK_MIN_SLICE_DEPTH slices whatever its knob asks
+    (the template's kMinSliceDepth): the tuner sweeps no count above that, which would time the same
+    kernel again; the bf16 split-K family keeps one slice per tile depth."""
+    from fact.realize import render
+    from fact.realize.spec import SPLITK_MIN_SLICE_DEPTH
+
+    exact = Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), ProblemShape(256, 256, 1024))
+    split = [s for s in enumerate_space(exact, H100_SXM).kernels if s.mode is Mode.SPLITK_PARALLEL]
+    assert split
+    for spec in split:
+        cap = 1024 // SPLITK_MIN_SLICE_DEPTH
+        assert spec.tiles.most_splits(1024) == cap == 8
+        assert parallel_fill(spec, exact.problem, 132) <= cap
+        assert {k.splits for k in sm90_knobs(spec, exact.problem, 132)} <= set(range(1, cap + 1))
+    assert any("kMinSliceDepth = 128;" in text for text in render(split[0]).sources.values())
+    # the 16-bit family: a 4-deep problem (K 256 of tile K 64) still takes 4
+    bf16 = next(s for s in enumerate_space(target(256, 256, 131072)).kernels if s.mode is Mode.SPLITK_PARALLEL
+                and s.tiles.tile == (128, 64, 64))
+    assert parallel_fill(bf16, ProblemShape(256, 256, 256), 132) == 4

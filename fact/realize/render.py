@@ -10,6 +10,7 @@ import jinja2
 
 from fact.core.enums import DType, Layout
 from fact.realize.spec import (
+    SPLITK_MIN_SLICE_DEPTH,
     FmhaSpec,
     GemmSpec,
     KernelSpec,
@@ -158,6 +159,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "raw_big": spec.tiles.raw_big,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
+                   "min_slice_depth": SPLITK_MIN_SLICE_DEPTH,
                    # the layouts the presplit pass reads (the kernel itself is TN)
                    "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
             if spec.mode is Mode.SPLITK_PARALLEL:  # the slices are the batches of the GEMM

@@ -146,6 +146,11 @@ class Sm90SplitTiles(Sm90Tiles):
         serves few output tiles (fact.realize.choose.SPLITK_TILES)."""
         return self.compensated or (mode is Mode.SPLITK_PARALLEL and self.accumulators == 3)
 
+    def most_splits(self, k: int) -> int:
+        """The most K slices a parallel split-K call of depth `k` takes, whatever its splits knob asks:
+        slices at least SPLITK_MIN_SLICE_DEPTH (and a tile) deep."""
+        return max(1, k // max(self.tile[2], SPLITK_MIN_SLICE_DEPTH))
+
 
 # The longest promotion interval whose rounding errors the kernel keeps (stream-K keeps them at any).
 # Every 32, they keep the error below cuBLAS SGEMM's where it splits K (256x256x1024: eight-decade
@@ -154,6 +159,13 @@ class Sm90SplitTiles(Sm90Tiles):
 # for speed over many tiles, keeping them cost 4-11 % on the H100, 5 % under stream-K at large K
 # (results/exact_fp32/h100_2026-11-24_compensated/).
 COMPENSATED_PROMOTION = 32
+
+
+# The shallowest K slice of the 3xTF32 family's parallel split-K. Its partials are added one after the
+# other, each with a rounding: at 256x256x1024 thirty-two slices of 32 erred above SGEMM on the H100
+# (bf16 values: 1.12e-7 against 8.4e-8), eight slices of 128 did not, nor did slices of 128 or more at
+# any measured point (results/exact_fp32/h100_2026-11-25_large_k/few_tiles/).
+SPLITK_MIN_SLICE_DEPTH = 128
 
 
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store

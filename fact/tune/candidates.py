@@ -242,9 +242,11 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -
     if spec.mode is Mode.SPLITK_PARALLEL:
         # the K slices (batches of the GEMM) fill the GPU once first, then fewer and more of them
         fill = parallel_fill(spec, problem, sms)
-        k_tiles = math.ceil(problem.k / t.tile[2])
+        # the 3xTF32 family's slices are at least SPLITK_MIN_SLICE_DEPTH deep: a count above that times
+        # the same kernel again
+        most = t.most_splits(problem.k) if isinstance(t, Sm90SplitTiles) else math.ceil(problem.k / t.tile[2])
         heuristic = Raster.HEURISTIC.value
-        splits = [s for s in SM90_SPLITS if s <= k_tiles and s <= 4 * fill]
+        splits = [s for s in SM90_SPLITS if s <= most and s <= 4 * fill]
         return [Knobs(heuristic, 1, fill, 0), *(Knobs(heuristic, 1, s, 0) for s in splits if s != fill),
                 *(Knobs(r.value, w, fill, 0) for r in Raster for w in SM90_SWIZZLES
                   if (r.value, w) != (heuristic, 1))][:12]

@@ -130,11 +130,12 @@ def predict_ms(spec: GemmSpec, problem: ProblemShape, device: DeviceProfile, spl
 
 def parallel_fill(spec: GemmSpec, problem: ProblemShape, sms: int) -> int:
     """The K splits of an sm90 parallel split-K kernel that fill the GPU's `sms` once (a power of two,
-    at least one tile depth each; 1 when the tiles alone fill it)."""
+    at least one tile depth each, and for the 3xTF32 family at most its most_splits; 1 when the tiles
+    alone fill it)."""
     t = spec.tiles
     assert isinstance(t, Sm90Tiles)
     tiles = math.ceil(problem.m / t.tile[0]) * math.ceil(problem.n / t.tile[1])
-    k_steps = math.ceil(problem.k / t.tile[2])
+    k_steps = t.most_splits(problem.k) if isinstance(t, Sm90SplitTiles) else math.ceil(problem.k / t.tile[2])
     splits = 1
     while tiles * splits * 2 <= sms and splits * 2 <= k_steps:
         splits *= 2
