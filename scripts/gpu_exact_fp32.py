@@ -276,7 +276,7 @@ def few_tiles_cases() -> list[Case]:
         kernels = (("gemm_k16_p32_c2x1_presplit", "gemm_k16_p64_c2x1_presplit", "gemm_k16_p128_c2x1_presplit")
                    if presplit_pays(m, n) else ("gemm_k16_p32", "gemm_k16_p64", "gemm_k16_p128"))
         kernels += ("streamk_k16_p32", "streamk_k16_p64", "streamk_k16_p128")  # K over the SMs
-        if tiles <= 16:  # parallel split-K (choose.SPLITK_TILES)
+        if tiles <= 16:  # parallel split-K (choose.splitk_pays)
             kernels += ("splitk_k16_p32", "splitk_k16_p32_c2x1", "splitk_k16_p128", "splitk_k16_p128_c2x1")
         for k in ks:
             for inputs in ("uniform", "wide", "bf16"):

@@ -250,8 +250,8 @@ def test_the_registering_loader_touches_only_torchs_registry() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
 def test_synthesize_without_a_gpu_plans_and_keeps_the_original_module() -> None:
-    module = nn.Sequential(nn.Linear(64, 128), nn.GELU()).eval()
-    synthesis = fact.synthesize(module, torch.empty(32, 64), arch="sm90")
+    module = nn.Sequential(nn.Linear(1024, 128), nn.GELU()).eval()  # K 1024: exact fp32 serves one tile
+    synthesis = fact.synthesize(module, torch.empty(32, 1024), arch="sm90")
     assert synthesis.module is module
     report = synthesis.report
     assert not report.verified and "nothing was verified or timed" in report.to_markdown()
@@ -510,7 +510,7 @@ def test_weights_loaded_into_a_composed_block_reach_its_kernels(how) -> None:
 
     torch.manual_seed(0)
     module = Functional().eval()  # float32: the reference kernels agree with eager to ~1e-6
-    x = torch.randn(2, 64, 768)
+    x = torch.randn(34, 64, 768)  # 2176 tokens: over 32 output tiles, where exact fp32 serves K 768
     gm, _ = composed(module, [x])
     assert len(_dispatches(gm)) >= 4
     assert set(gm.state_dict()) == set(module.state_dict())
@@ -843,7 +843,7 @@ def test_a_slower_kernel_is_kept_out_unless_every_verified_kernel_is_asked_for(m
 
     torch.manual_seed(0)
     module = Mlp().eval()
-    x = torch.randn(32, 64)
+    x = torch.randn(4224, 64)  # over 32 output tiles: exact fp32 serves a K this short
     gm, plan = composed(module, [x])
     # per item: its original ops, then its kernel, twice as slow
     monkeypatch.setattr(fact.compose.timing, "time_interleaved_ms",
@@ -926,7 +926,7 @@ class _WriteAfterRead(nn.Module):
 
     def __init__(self, how: str) -> None:
         super().__init__()
-        self.fc, self.how, self.act = nn.Linear(256, 192), how, nn.ReLU(inplace=True)
+        self.fc, self.how, self.act = nn.Linear(1024, 192), how, nn.ReLU(inplace=True)
 
     def forward(self, x):
         h = self.fc(x)
@@ -943,7 +943,7 @@ class _WriteAfterRead(nn.Module):
 
 @pytest.mark.parametrize("how", ["method", "setitem", "augmented", "inplace_module"])
 def test_a_write_between_a_gemm_and_its_epilogue_refuses_the_match(how: str) -> None:
-    module, x = _WriteAfterRead(how).eval(), torch.randn(128, 256)
+    module, x = _WriteAfterRead(how).eval(), torch.randn(128, 1024)
     plan, _ = discover_captured(module, [x], arch="sm90")
     assert not plan.items
     assert any("writes into a tensor" in r.reason for r in plan.rejections)
@@ -953,8 +953,8 @@ def test_a_write_between_a_gemm_and_its_epilogue_refuses_the_match(how: str) -> 
 def test_install_refuses_a_match_with_a_write_inside_whatever_plan_it_came_from() -> None:
     from fact.patterns.effects import write_within
 
-    x = torch.randn(128, 256)
-    clean, clean_captured = discover_captured(nn.Sequential(nn.Linear(256, 192), nn.ReLU()).eval(), [x], arch="sm90")
+    x = torch.randn(128, 1024)  # K 1024: exact fp32 serves so few output tiles
+    clean, clean_captured = discover_captured(nn.Sequential(nn.Linear(1024, 192), nn.ReLU()).eval(), [x], arch="sm90")
     [item] = clean.items
     assert write_within(clean_captured.graph_module, item.match) is None
     _, captured = discover_captured(_WriteAfterRead("method").eval(), [x], arch="sm90")

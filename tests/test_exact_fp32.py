@@ -18,7 +18,7 @@ from fact.core.specs import ProblemShape
 from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
-from fact.realize.choose import presplit_pays, promotion_for, sm90_3xtf32_spec
+from fact.realize.choose import exact_refusal, presplit_pays, promotion_for, sm90_3xtf32_spec
 from fact.realize.exact_fp32 import (
     RAW_BIG_SMALL_SCALE,
     SMALL_SCALE,
@@ -314,15 +314,21 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         assert spec.family == "sm90_gemm_3xtf32" and (spec.copies_a, spec.copies_b) == (
             layouts[0] is COL, layouts[1] is ROW)
     # K or N off 16-byte rows: the same family, its binding stages the operands into aligned copies
-    for odd in (_match(k=1022), _match(n=382)):
+    for odd in (_match(k=1026), _match(n=382)):
         assert spec_for(odd, "sm90").family == "sm90_gemm_3xtf32" and sm90_3xtf32_spec(odd).alignment == (4, 4)
     with pytest.raises(SpecError, match="unknown families"):
         spec_for(_match(), "sm90", exclude=("sm90_gemm_4xtf32",))
     # too short a sum for 3xTF32 to match SGEMM's error: no exact kernel, on either arch
+    wide = ProblemShape(509, 8192, 64)  # 256 output tiles
     for arch in ("sm90", "sm80"):
         with pytest.raises(SpecError, match="below K = 64"):
-            spec_for(_match(k=60), arch)
-        assert spec_for(_match(k=64), arch).math == "3xtf32"
+            spec_for(dataclasses.replace(_match(), problem=dataclasses.replace(wide, k=60)), arch)
+        assert spec_for(dataclasses.replace(_match(), problem=wide), arch).math == "3xtf32"
+        # over at most FEW_TILES tiles cuBLAS splits a short sum, and errs less below K 1024 on wide inputs
+        with pytest.raises(SpecError, match="below K = 1024"):
+            spec_for(_match(k=1023), arch)  # 12 tiles
+        assert spec_for(_match(k=1024), arch).math == "3xtf32"
+    assert exact_refusal(509, 384, 512, batch=2) and exact_refusal(509, 384, 512, batch=3) is None  # 24, 36 tiles
     assert [promotion_for(k) for k in (128, 1024, 2048, 4096, 524288)] == [32, 64, 64, 128, 128]
     # few output tiles (cuBLAS splits K there, and errs less): every 32, its rounding errors kept
     assert [promotion_for(1024, m, n, b) for m, n, b in ((256, 256, 1), (509, 772, 1), (1000, 1004, 1), (256, 256, 9))] \
@@ -348,7 +354,9 @@ def test_outputs_under_one_wave_run_stream_k() -> None:
     for m, n, k in ((256, 256, 1024), (512, 512, 16384)):  # 4 and 16 tiles
         assert chosen(m, n, k).mode is Mode.SPLITK_PARALLEL and chosen(m, n, k).compensated
         assert chosen(m, n, k, chain=("bias",)).mode is Mode.STREAMK  # split-K's reduction applies no chain
-    assert chosen(512, 640, 1024).mode is Mode.STREAMK  # 20 tiles
+    # 17 to 24 tiles: split-K below K 4096, stream-K from it (choose.splitk_pays)
+    assert [chosen(512, 640, k).mode for k in (1024, 4095, 4096)] == [Mode.SPLITK_PARALLEL] * 2 + [Mode.STREAMK]
+    assert chosen(768, 512, 1024).mode is Mode.SPLITK_PARALLEL and chosen(640, 640, 1024).mode is Mode.STREAMK
     assert chosen(1024, 1536, 4096).tiles.promotion == 64 and chosen(768, 768, 1024).tiles.promotion == 32
     assert chosen(128, 133 * 128, 4096).tiles.scheduler is Scheduler.PERSISTENT  # 133 tiles
     wider = chosen(1536, 1536, 4096)  # 144 tiles

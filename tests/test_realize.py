@@ -189,9 +189,14 @@ def test_fp32_exact_goes_to_3xtf32_and_large_k_to_streamk() -> None:
     exact = spec_for(m, "sm90")
     assert exact.tiles.scheduler is Scheduler.STREAMK and not exact.tiles.presplit and exact.copies_b
     # unaligned K and N: the same families, their bindings stage the operands into aligned copies
-    [m] = match_graph(capture(MatMul(), [torch.empty(257, 1023), torch.empty(1023, 255)])).matches
+    [m] = match_graph(capture(MatMul(), [torch.empty(257, 1025), torch.empty(1025, 255)])).matches
     assert spec_for(m, "sm90").name.startswith("sm90_gemm_3xtf32_tt_")
     assert spec_for(m, "sm80").name.startswith("sm80_gemm_3xtf32_")
+    # one K shorter, over 6 tiles: cuBLAS's split sums err less than 3xTF32 can; no family serves it
+    [m] = match_graph(capture(MatMul(), [torch.empty(257, 1023), torch.empty(1023, 255)])).matches
+    for arch in ("sm90", "sm80"):
+        with pytest.raises(SpecError, match="below K = 1024"):
+            spec_for(m, arch)
     [m] = match_graph(capture(MatMul(), [torch.empty(256, 65536, dtype=torch.bfloat16),
                                          torch.empty(65536, 256, dtype=torch.bfloat16)])).matches
     assert spec_for(m, "sm90").mode is Mode.STREAMK and spec_for(m, "sm80").mode is Mode.STREAMK
@@ -236,10 +241,10 @@ def test_realizations_of_a_plan_record_exemplars_and_refusals(tmp_path) -> None:
     src = fc.render().sources[f"{fc.spec.name}.cu"]
     assert f"grounded on: {', '.join(fc.exemplars)}" in src
     example = Path(__file__).resolve().parents[1] / "examples" / "mingpt_block.py"
-    assert main(["plan", f"{example}:Block", "--input", "2,64,768:float32", "--arch", "sm90",
+    assert main(["plan", f"{example}:Block", "--input", "4,64,768:float32", "--arch", "sm90",
                  "--render", str(tmp_path)]) == 0
     folders = sorted(p.name for p in tmp_path.iterdir())
-    # exact fp32 on sm90: the wgmma 3xTF32 family; 128 tokens x 3072 is 24 output tiles, so stream-K, every 32
+    # exact fp32 on sm90: the wgmma 3xTF32 family; 256 tokens x 3072 is 48 output tiles, so stream-K, every 32
     assert any(f.startswith("sm90_gemm_3xtf32_tn_") and f.endswith("_p32_streamk_bias_gelu_tanh")
                for f in folders), folders
     assert any(f.startswith("sm80_fmha_f32_d128") for f in folders), folders

@@ -675,7 +675,7 @@ def test_a_dropout_read_as_the_identity_serves_only_in_eval_mode() -> None:
     from .test_compose import composed
 
     module = nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.5), nn.ReLU()).eval()
-    x = torch.randn(64, 256)
+    x = torch.randn(4224, 256)  # over 32 output tiles (choose.exact_refusal)
     gm, _ = composed(module, [x])
     [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
     assert ("1", "training", False) in dispatch.call.settings
@@ -752,7 +752,7 @@ def test_an_rrelu_read_as_a_leaky_relu_serves_only_while_it_is_one() -> None:
 
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(256, 256), nn.RReLU(0.1, 0.3)).eval()
-    x = torch.randn(64, 256)
+    x = torch.randn(4224, 256)  # over 32 output tiles (choose.exact_refusal)
     gm, _ = composed(module, [x])
     [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
     assert set(dispatch.call.settings) == {("1", "lower", 0.1), ("1", "upper", 0.3), ("1", "training", False)}
@@ -878,7 +878,7 @@ def test_a_p0_dropout_in_training_is_read_by_its_p_so_the_kernel_serves() -> Non
 
     module = nn.Sequential(nn.Linear(256, 256), nn.Dropout(0.0), nn.ReLU()).eval()
     module[1].train()
-    x = torch.randn(64, 256)
+    x = torch.randn(4224, 256)  # over 32 output tiles (choose.exact_refusal)
     gm, _ = composed(module, [x])
     [dispatch] = [m for m in gm.modules() if isinstance(m, Dispatch)]
     assert dispatch.call.settings == (("1", "p", 0.0),)

@@ -1026,10 +1026,10 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
     default; and split-K is searched only over the few tiles its accuracy was measured at."""
     from fact.core.enums import OpFamily
     from fact.patterns.types import Match
-    from fact.realize.choose import SPLITK_TILES, output_tiles, sm90_3xtf32_spec
+    from fact.realize.choose import sm90_3xtf32_spec, splitk_pays
 
-    for m, n, k in ((256, 256, 1024), (512, 512, 4096), (256, 256, 524288), (384, 640, 4096), (768, 768, 1024),
-                    (1024, 1536, 4096), (2048, 2048, 2048)):
+    for m, n, k in ((256, 256, 1024), (512, 512, 4096), (256, 256, 524288), (384, 640, 4096), (512, 640, 1024),
+                    (512, 640, 4096), (768, 768, 1024), (1024, 1536, 4096), (2048, 2048, 2048)):
         pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
         problem = ProblemShape(m, n, k)
         chosen = sm90_3xtf32_spec(Match(pattern, OpFamily.GEMM, "mm", ("mm",), "mm", DType.F32, Precision.EXACT,
@@ -1037,10 +1037,10 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
         t = Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), problem)
         space = enumerate_space(t, H100_SXM).kernels
         assert chosen in space, (m, n, k, chosen.name)
-        assert (chosen.mode is Mode.SPLITK_PARALLEL) == (output_tiles(m, n) <= SPLITK_TILES), (m, n, k)
+        assert (chosen.mode is Mode.SPLITK_PARALLEL) == splitk_pays(m, n, k), (m, n, k)
         assert chosen.tiles.cluster == ((2, 1) if chosen.mode is Mode.SPLITK_PARALLEL and m % 256 == 0
                                         else chosen.tiles.cluster if chosen.tiles.presplit else (1, 1))
-        if output_tiles(m, n) > SPLITK_TILES:
+        if not splitk_pays(m, n, k):
             assert not any(s.mode is Mode.SPLITK_PARALLEL for s in space), (m, n, k)
 
 

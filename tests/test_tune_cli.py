@@ -105,10 +105,10 @@ def test_a_winner_that_promotes_longer_than_its_depth_allows_is_not_served(tmp_p
 
     from fact.tune.measurement import Measurement, Status
 
-    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), (), 1024)  # 64 tiles
     default = spec_for(match, Arch.SM90)
     t = target_of(match, default)
-    assert t.problem.k < 512 and default.tiles.promotion == 32
+    assert t.problem.k < 4096 and default.tiles.promotion == 32
     stale = copy(default, tiles=copy(default.tiles, promotion=64))
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
     db.record(t, stale, Measurement(stale.key, stale.name, '{"raster": 0, "splits": 1, "swizzle": 1}', t.problem,
@@ -124,7 +124,7 @@ def test_exact_fp32_on_sm90_is_searched_among_its_own_family(tmp_path: Path) -> 
     from fact.tune.candidates import enumerate_space
     from fact.tune.measurement import Measurement, Status
 
-    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), (), 1024)  # 64 tiles
     default = spec_for(match, Arch.SM90)
     assert default.family == "sm90_gemm_3xtf32"
     db = TuningDB(tmp_path / "t.sqlite", Environment("d", "sm90", "c", "u", "t"))
@@ -184,7 +184,7 @@ def test_a_raw_big_winner_below_its_depth_is_not_served(tmp_path: Path) -> None:
     from fact.realize.choose import RAW_BIG_MIN_K
     from fact.tune.measurement import Measurement, Status
 
-    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), ())
+    match = _gemm_match("gemm", DType.F32, Precision.EXACT, (Layout.ROW, Layout.COL), (), 1024)  # 64 tiles
     default = spec_for(match, Arch.SM90)
     t = target_of(match, default)
     assert t.problem.k < RAW_BIG_MIN_K and not default.tiles.raw_big

@@ -72,6 +72,19 @@ LARGE_K_TILE = (128, 128, 32)
 # against 0.769-0.801 (both with A split in registers); at 512x512x65536 (16 tiles, 8 slices) within 3 %
 # of stream-K (0.392-0.399 against 0.386-0.389). Only 4 and 16 tiles were measured.
 SPLITK_TILES = 16
+# ... and over up to SPLITK_SHORT_TILES below K = SPLITK_SHORT_K: at 20 and 24 tiles (512x640, 768x512) and
+# K 1024 split-K ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x against 1.07-1.16x
+# (uniform and eight-decade inputs, 3 seeds, all within SGEMM's error; at 8 to 15 tiles split-K was ahead
+# at every K measured: results/exact_fp32/h100_2026-11-25_gaps/). K 2048 was not measured.
+SPLITK_SHORT_TILES = 24
+SPLITK_SHORT_K = 4096
+
+
+def splitk_pays(m: int, n: int, k: int) -> bool:
+    """Whether one exact fp32 GEMM of m x n x k without an epilogue chain runs parallel split-K rather
+    than stream-K (SPLITK_TILES, SPLITK_SHORT_TILES)."""
+    tiles = output_tiles(m, n)
+    return tiles <= SPLITK_TILES or (tiles <= SPLITK_SHORT_TILES and k < SPLITK_SHORT_K)
 # ... in a 2x1 cluster, whose two CTAs take B's tile from one multicast TMA load: at 256x256x524288
 # 0.706-0.781 ms against 0.753-0.827 for cluster 1x1 in the same run (seed by seed 3-6 % faster),
 # 0.197-0.200 against 0.205-0.212 at 131072, 0.362-0.363 against 0.381-0.384 at 512x512x65536. A 1x2
@@ -88,6 +101,25 @@ SPLITK_CLUSTER = (2, 1)
 # SGEMM's 6.0e-8 to 7.5e-8, results/exact_fp32/h100_2026-11-23/presplit/). Such problems are tiny, and
 # cuBLAS serves them at its own error.
 EXACT_MIN_K = 64
+# Over at most FEW_TILES output tiles cuBLAS splits K, and below this depth its short sums err less than
+# 3xTF32's own rounding on inputs spread over eight decades: at 256x256 and K 256 and 512 fact's kernels
+# gave 1.39e-7 to 1.43e-7 against SGEMM's 1.15e-7 to 1.19e-7, at 256x512x512 1.43e-7 against 1.22e-7, at
+# 384x384x512 1.42e-7 against 1.27e-7 (every kernel alike: it is the split's floor, not the schedule's),
+# and ran 0.83-1.14x SGEMM there. From K 1024 every point stayed within SGEMM's error
+# (results/exact_fp32/h100_2026-11-25_gaps/, results/exact_fp32/h100_2026-11-25_large_k/few_tiles/).
+FEW_TILES_MIN_K = 1024
+
+
+def exact_refusal(m: int, n: int, k: int, batch: int = 1) -> str | None:
+    """Why no 3xTF32 kernel (sm90 or sm80) would keep SGEMM's accuracy at this problem, or None."""
+    if k < EXACT_MIN_K:
+        return (f"K = {k}: below K = {EXACT_MIN_K}, 3xTF32's own rounding (about 2^-22 of each product) is above "
+                "SGEMM's error on so short a sum; the original op stays exact")
+    if k < FEW_TILES_MIN_K and output_tiles(m, n, batch) <= FEW_TILES:
+        return (f"{m}x{n}x{k}: over so few output tiles cuBLAS splits a sum this short, and below K = "
+                f"{FEW_TILES_MIN_K} its error is below 3xTF32's own rounding on wide-ranging inputs; the "
+                "original op stays exact")
+    return None
 
 
 def presplit_pays(m: int, n: int) -> bool:
@@ -224,7 +256,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         mode, scheduler = Mode.STREAMK, Scheduler.STREAMK
     presplit = scheduler is Scheduler.PERSISTENT and presplit_pays(p.m, p.n)
     raw_big = not presplit and p.k >= RAW_BIG_MIN_K
-    if mode is Mode.STREAMK and not match.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:
+    if mode is Mode.STREAMK and not match.epilogue and splitk_pays(p.m, p.n, p.k):
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
     in_registers = raw_big and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)
     cluster = (1, 1)
@@ -255,9 +287,10 @@ def gemm_spec(match: Match, arch: Arch, exclude: tuple[str, ...] = ()) -> GemmSp
     la, lb = match.layouts
     mode = Mode.BATCHED if match.problem.batch > 1 else Mode.GEMM
     exact_fp32 = match.dtype is DType.F32 and match.precision is Precision.EXACT
-    if exact_fp32 and match.problem.k < EXACT_MIN_K:
-        raise SpecError(f"K = {match.problem.k}: below K = {EXACT_MIN_K}, 3xTF32's own rounding (about 2^-22 of "
-                        "each product) is above SGEMM's error on so short a sum; the original op stays exact")
+    p = match.problem
+    refusal = exact_refusal(p.m, p.n, p.k, p.batch) if exact_fp32 else None
+    if refusal:
+        raise SpecError(refusal)
     if arch is Arch.SM90 and exact_fp32 and SM90_3XTF32 not in exclude:
         try:
             return sm90_3xtf32_spec(match)

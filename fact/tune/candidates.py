@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import SPLITK_TILES, output_tiles, split_accuracy_refusal, under_one_wave
+from fact.realize.choose import exact_refusal, split_accuracy_refusal, splitk_pays, under_one_wave
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -216,8 +216,8 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
     modes = [Mode.BATCHED if p.batch > 1 else Mode.GEMM]
     if p.batch == 1 and (p.k >= LARGE_K_RATIO * max(p.m, p.n) or under_one_wave(p.m, p.n)):
         modes.append(Mode.STREAMK)
-        if not target.epilogue and output_tiles(p.m, p.n) <= SPLITK_TILES:  # no chain in its reduction;
-            modes.append(Mode.SPLITK_PARALLEL)  # its accuracy was measured over so few tiles only
+        if not target.epilogue and splitk_pays(p.m, p.n, p.k):  # no chain in its reduction; its accuracy
+            modes.append(Mode.SPLITK_PARALLEL)  # was measured over so few tiles only
     for tile, promotion, split, mode in itertools.product(
             SM90_SPLIT_TILES, SM90_SPLIT_PROMOTIONS, SM90_SPLIT_PLACES, modes):
         if promotion % tile[2] or (split.presplit and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):
@@ -355,6 +355,11 @@ def enumerate_space(target: Target, device: DeviceProfile = H100_SXM, *,
     Raises:
         NoCandidateError: no candidate of any family passes the rules (the message says why).
     """
+    p = target.problem
+    refusal = exact_refusal(p.m, p.n, p.k, p.batch) if target.precision is Precision.EXACT and \
+        target.dtype is DType.F32 else None
+    if refusal:  # no 3xTF32 kernel of any family keeps SGEMM's accuracy there
+        raise NoCandidateError(f"no kernel can serve {p} fp32 exact: {refusal}")
     kernels: list[GemmSpec] = []
     knobs: dict[str, list[Knobs]] = {}
     rejected: list[Rejection] = []
