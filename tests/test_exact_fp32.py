@@ -263,7 +263,6 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, presplit=True)}, "not both"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), presplit=True, raw_big=True)}, "presplit pass writes its own big parts"),
-    ({"tiles": Sm90SplitTiles(small_truncated=True)}, "goes with a raw big part"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -424,29 +423,6 @@ def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     # the mainloop is otherwise the same: three batches on the raw (big) and small buffers
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
     assert mma == before[before.index("CUTLASS_DEVICE void mma("):before.index("CUTLASS_DEVICE void mma_tail")]
-
-
-def test_a_truncated_small_part_drops_only_the_rounding() -> None:
-    """small_truncated: the raw split's small part is left for wgmma to truncate; named and keyed apart,
-    and a spec without it keeps its key (build cache, verification records, tuning rows). The model
-    puts the truncated small part between the rounded one and sequential fp32 FMA at large K."""
-    from fact.tune.db import spec_from_json, spec_to_json
-
-    raw = exact_sm90()[5]  # parallel split-K, A in registers, raw big parts
-    cut = GemmSpec(**{**raw.__dict__, "tiles": dataclasses.replace(raw.tiles, small_truncated=True)}).validate()
-    assert cut.name == raw.name.replace("_rawbig_", "_rawbig_tsmall_") and cut.key != raw.key
-    assert raw.key.startswith("d96e4aaee1871c59")  # its key from before the axis existed
-    assert spec_from_json(spec_to_json(cut)) == cut
-    text, before = render(cut).sources[f"{cut.name}.cu"], render(raw).sources[f"{raw.name}.cu"]
-    assert "return __float_as_uint(rest * kSmallScale);" in text and "return fact_rna_tf32(rest * kSmallScale);" in before
-    mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
-    assert mma == before[before.index("CUTLASS_DEVICE void mma("):before.index("CUTLASS_DEVICE void mma_tail")]
-    x = torch.tensor([1.0 + 2.0**-10 + 2.0**-11 + 2.0**-22])  # the rest's last bit half a TF32 ulp of it
-    (big, small), (_, rounded) = split(x, "trunc"), split(x, "raw_big")
-    assert big.item() == 1.0 + 2.0**-10 and small.item() == 2.0**-11 and rounded.item() == 2.0**-11 + 2.0**-21
-    a, b = uniform_inputs(8, 8, 65536, seed=0)
-    e = errors(a, b, ("sgemm", "3xtf32_p128_rawbig_kept", "3xtf32_p128_trunc_kept"), samples=64)
-    assert e["3xtf32_p128_rawbig_kept"] < e["3xtf32_p128_trunc_kept"] < e["sgemm"] / 3, e
 
 
 def test_presplit_verification_takes_any_k_and_rows() -> None:
