@@ -170,13 +170,6 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["streamk_k32_p128_rawbig_rs_c2x1"] = spec(Mode.STREAMK, tile=(128, 128, 32), cluster=(2, 1),
                                                   scheduler=Scheduler.STREAMK, promotion=128, raw_big=True,
                                                   a_in_registers=True)
-    # the small part left for wgmma to truncate too (small_truncated): a shorter split between batches
-    out["splitk_k32_p128_rawbig_rs_c2x1_tsmall"] = spec(
-        Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=(2, 1), promotion=128, raw_big=True, a_in_registers=True,
-        small_truncated=True)
-    out["streamk_k32_p128_rawbig_rs_tsmall"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK,
-                                                    promotion=128, raw_big=True, a_in_registers=True,
-                                                    small_truncated=True)
     out["splitk_k16_p128_rawbig"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
@@ -217,9 +210,7 @@ def cases(quick: bool = False) -> list[Case]:
                "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_rs",
                "streamk_k16_p128_rs", "streamk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig_rs",
                "splitk_k32_p128_rawbig_rs", "splitk_k16_p128_rawbig", "splitk_k32_p128_rawbig_rs_c2x1",
-               "splitk_k32_p128_rawbig_rs_c1x2", "streamk_k32_p128_rawbig_rs_c2x1",
-               "splitk_k32_p128_rawbig_rs_c2x1_tsmall", "streamk_k32_p128_rawbig_rs_tsmall")
-    tsmall = ("splitk_k32_p128_rawbig_rs_c2x1_tsmall", "streamk_k32_p128_rawbig_rs_tsmall")
+               "splitk_k32_p128_rawbig_rs_c1x2", "streamk_k32_p128_rawbig_rs_c2x1")
     rawbig = ("gemm_k16_p64_rawbig", "gemm_k16_p128_rawbig", "gemm_k16_p64_rawbig_rs", "gemm_k16_p128_rawbig_rs")
     square = (*sweep, "gemm_128x64_p128", "gemm_128x96_p128", *k16, *rs, *rawbig)
     presplit = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit",
@@ -252,15 +243,15 @@ def cases(quick: bool = False) -> list[Case]:
         Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs, *checked)),  # M, N, K off the tiles
         Case("tiny", (1, 7, 8, 12), kernels=("gemm_p32", "gemm_k16_p32", *checked), timed=False),
         Case("denormal", (1, 512, 512, 2048), "denormal", timed=False,
-             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked, *tsmall)),
+             kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
         # every entry of A subnormal, B's near 1e19: normal products of subnormal operands
         Case("subnormal_inputs", (1, 512, 512, 2048), "subnormal", timed=False,
              kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
-        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked, *tsmall)),
-        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked, *tsmall)),
+        Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
+        Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops
-        Case("inf_tf32_values", (1, 256, 256, 1024), "inf_tf32", timed=False, kernels=("gemm_k16_p64", *checked, *tsmall)),
-        Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked, *tsmall)),
+        Case("inf_tf32_values", (1, 256, 256, 1024), "inf_tf32", timed=False, kernels=("gemm_k16_p64", *checked)),
+        Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
         *few_tiles_cases(),
         *split_gap_cases(),

@@ -156,7 +156,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
                    "compensated": spec.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
-                   "raw_big": spec.tiles.raw_big, "small_truncated": spec.tiles.small_truncated,
+                   "raw_big": spec.tiles.raw_big,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
                    "min_slice_depth": SPLITK_MIN_SLICE_DEPTH,

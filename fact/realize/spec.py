@@ -119,10 +119,7 @@ class Sm90SplitTiles(Sm90Tiles):
     small = rna_tf32(x - trunc_tf32(x)):
     big is the raw fp32 tile, which wgmma reads as TF32 by truncation. That spares a stage a third of
     its split traffic (one write of both tiles) at the price of a small part up to twice as large, so
-    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both). With
-    `small_truncated` (raw big parts only) the small part is not rounded to TF32 either: wgmma truncates
-    it too, which spares the split three of its eight instructions an element at the price of about a
-    bit of the small part."""
+    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both)."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -135,7 +132,6 @@ class Sm90SplitTiles(Sm90Tiles):
     accumulators: int = 3
     presplit: bool = False
     raw_big: bool = False
-    small_truncated: bool = False
 
     @property
     def compensated(self) -> bool:
@@ -221,7 +217,7 @@ class GemmSpec:
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
-                hier += ("_rawbig" if t.raw_big else "") + ("_tsmall" if t.small_truncated else "")
+                hier += "_rawbig" if t.raw_big else ""
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -400,8 +396,6 @@ class GemmSpec:
             raise SpecError("A is split either in registers or before the mainloop (presplit), not both")
         if t.raw_big and t.presplit:
             raise SpecError("a raw big part is the mainloop split's: the presplit pass writes its own big parts")
-        if t.small_truncated and not t.raw_big:
-            raise SpecError("a truncated small part goes with a raw big part (raw_big): the rounded split rounds both")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.promotion % k or not k <= t.promotion <= 256:
@@ -470,7 +464,7 @@ def _canon(value: Any) -> Any:
 
 # Tile fields added after kernels of their family existed, with the default those kernels had.
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
-                                       "raw_big": False, "small_truncated": False}
+                                       "raw_big": False}
 
 
 def spec_key(spec: KernelSpec) -> str:
