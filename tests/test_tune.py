@@ -1064,3 +1064,15 @@ def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:
     bf16 = next(s for s in enumerate_space(target(256, 256, 131072)).kernels if s.mode is Mode.SPLITK_PARALLEL
                 and s.tiles.tile == (128, 64, 64))
     assert parallel_fill(bf16, ProblemShape(256, 256, 256), 132) == 4
+
+
+def test_exact_fp32_short_sums_over_few_tiles_have_no_candidate() -> None:
+    """Where realize refuses exact fp32 (choose.exact_refusal: below K 1024 over at most 32 tiles), the
+    tuner has no candidate either, and says why; one more tile row, or K 1024, and it has."""
+    def exact(m: int, n: int, k: int) -> Target:
+        return Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), ProblemShape(m, n, k))
+
+    with pytest.raises(NoCandidateError, match="below K = 1024"):
+        enumerate_space(exact(512, 1024, 512), H100_SXM)  # 32 tiles
+    assert enumerate_space(exact(640, 1024, 512), H100_SXM).kernels  # 40 tiles
+    assert enumerate_space(exact(512, 1024, 1024), H100_SXM).kernels

@@ -70,12 +70,19 @@ LARGE_K_TILE = (128, 128, 32)
 # (results/exact_fp32/h100_2026-11-25_large_k/few_tiles/). From RAW_BIG_MIN_K on, at 256x256x131072 (4
 # tiles, 32 slices) it ran 0.213-0.215 ms against stream-K's 0.264-0.271, at 256x256x524288 0.742-0.775
 # against 0.769-0.801 (both with A split in registers); at 512x512x65536 (16 tiles, 8 slices) within 3 %
-# of stream-K (0.392-0.399 against 0.386-0.389). Only 4 and 16 tiles were measured.
+# of stream-K (0.392-0.399 against 0.386-0.389). 8 to 15 and 20 to 24 tiles: SPLITK_SHORT_TILES below.
 SPLITK_TILES = 16
-# ... and over up to SPLITK_SHORT_TILES below K = SPLITK_SHORT_K: at 20 and 24 tiles (512x640, 768x512) and
-# K 1024 split-K ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x against 1.07-1.16x
-# (uniform and eight-decade inputs, 3 seeds, all within SGEMM's error; at 8 to 15 tiles split-K was ahead
-# at every K measured: results/exact_fp32/h100_2026-11-25_gaps/). K 2048 was not measured.
+# ... in a 2x1 cluster, whose two CTAs take B's tile from one multicast TMA load: at 256x256x524288
+# 0.706-0.781 ms against 0.753-0.827 for cluster 1x1 in the same run (seed by seed 3-6 % faster),
+# 0.197-0.200 against 0.205-0.212 at 131072, 0.362-0.363 against 0.381-0.384 at 512x512x65536. A 1x2
+# cluster was slower (0.800-0.811 at 524288), and stream-K gained nothing from 2x1. Below RAW_BIG_MIN_K
+# (4 and 16 tiles) the cluster made no difference. An odd number of tile rows keeps cluster 1x1: CUTLASS
+# would pad them to the cluster's with CTAs that multiply zeros.
+SPLITK_CLUSTER = (2, 1)
+# Split-K also runs over up to SPLITK_SHORT_TILES tiles below K = SPLITK_SHORT_K: at 20 and 24 tiles
+# (512x640, 768x512) and K 1024 it ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x
+# against 1.07-1.16x (uniform and eight-decade inputs, 3 seeds, all within SGEMM's error; at 8 to 15 tiles
+# split-K was ahead at every K measured: results/exact_fp32/h100_2026-11-25_gaps/). K 2048 was not measured.
 SPLITK_SHORT_TILES = 24
 SPLITK_SHORT_K = 4096
 
@@ -85,13 +92,6 @@ def splitk_pays(m: int, n: int, k: int) -> bool:
     than stream-K (SPLITK_TILES, SPLITK_SHORT_TILES)."""
     tiles = output_tiles(m, n)
     return tiles <= SPLITK_TILES or (tiles <= SPLITK_SHORT_TILES and k < SPLITK_SHORT_K)
-# ... in a 2x1 cluster, whose two CTAs take B's tile from one multicast TMA load: at 256x256x524288
-# 0.706-0.781 ms against 0.753-0.827 for cluster 1x1 in the same run (seed by seed 3-6 % faster),
-# 0.197-0.200 against 0.205-0.212 at 131072, 0.362-0.363 against 0.381-0.384 at 512x512x65536. A 1x2
-# cluster was slower (0.800-0.811 at 524288), and stream-K gained nothing from 2x1. Below RAW_BIG_MIN_K
-# (4 and 16 tiles) the cluster made no difference. An odd number of tile rows keeps cluster 1x1: CUTLASS
-# would pad them to the cluster's with CTAs that multiply zeros.
-SPLITK_CLUSTER = (2, 1)
 
 
 # Below this depth no kernel serves exact fp32: 3xTF32 drops small.small and rounds small to TF32
