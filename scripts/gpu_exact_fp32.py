@@ -183,7 +183,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | subnormal | inf | nan | inf_tf32 | bf16 | nan_low
+    inputs: str = "uniform"  # uniform | wide | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -380,15 +380,19 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
             return u * scale
         if case.inputs in ("inf_tf32", "bf16"):  # values TF32 holds exactly: their small part is 0
             return u.to(torch.bfloat16).float()
+        if case.inputs == "mixed":  # a quarter of the entries subnormal among normal ones (a GELU's far tail)
+            return u * torch.where(torch.rand(shape, generator=g, device="cuda") < 0.25, 1e-39, 1.0)
         return u
 
     a, w = draw(b, m, k), draw(b, n, k)
-    if case.inputs == "subnormal":  # |a| < 1e-39 (below fp32's normal range), |w| < 1e19
+    if case.inputs in ("subnormal", "subnormal_inf", "subnormal_nan"):  # |a| < 1e-39 (below fp32's normal range), |w| < 1e19
         a, w = a * 1e-39, w * 1e19
-    if case.inputs in ("inf", "nan", "inf_tf32"):
-        bad = float("nan") if case.inputs == "nan" else float("inf")
+    if case.inputs == "subnormal_b":  # the other way round: |a| < 1e19, |w| < 1e-39
+        a, w = a * 1e19, w * 1e-39
+    if case.inputs in ("inf", "nan", "inf_tf32", "subnormal_inf", "subnormal_nan"):
+        bad = float("nan") if case.inputs.endswith("nan") else float("inf")
         a[0, 3, 5] = bad
-        a[0, m // 2, k - 1] = bad if case.inputs == "nan" else -bad
+        a[0, m // 2, k - 1] = bad if case.inputs.endswith("nan") else -bad
         w[0, n - 2, 7] = bad
     if case.inputs == "nan_low":  # 0x7f800001: a NaN that truncated to TF32 would read as infinity
         low = torch.tensor([0x7F800001], dtype=torch.int32, device="cuda").view(torch.float32)  # bits kept
@@ -516,7 +520,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
                 continue
             row.update(kernel=kernel.spec.name, fact_err=rel_err(y, ref))
             row["fact_le_sgemm"] = row["fact_err"] <= sgemm_err
-            if case.inputs in ("inf", "nan", "inf_tf32", "nan_low"):
+            if case.inputs in ("inf", "nan", "inf_tf32", "nan_low", "subnormal_inf", "subnormal_nan"):
                 row["nonfinite_matches_sgemm"] = nonfinite_match(y, s)
             if case.timed:
                 buf = torch.empty_like(out)

@@ -105,6 +105,39 @@ def split(x: torch.Tensor, rounding: str = "round", scale: float = 1.0) -> tuple
     return big, (trunc_tf32 if rounding == "trunc" else round_tf32)(rest * scale)
 
 
+# An operand whose largest finite |x| lies below 2^LIFT_BELOW is lifted by the presplit pass (the
+# kernel's kLiftBelow): below 2^-126 TF32 keeps a subnormal x's top bits only (its quantum there is
+# 2^-136), and the small part cannot hold the rest.
+LIFT_BELOW = -100
+
+
+def _largest_exponent(x: torch.Tensor) -> int | None:
+    """floor(log2) of the largest finite |x|, or None where x has no finite non-zero entry."""
+    finite = x[torch.isfinite(x)].abs()
+    if finite.numel() == 0 or float(finite.max()) == 0.0:
+        return None
+    return int(torch.frexp(finite.max().double()).exponent) - 1
+
+
+def balanced_shift(a: torch.Tensor, b: torch.Tensor) -> int:
+    """The power of two the sm90 presplit pass moves from B to A (A x 2^s, B x 2^-s: each product a.b
+    unchanged), the kernel's `balanced_shift`: 0 unless an operand's largest finite |x| lies below
+    2^LIFT_BELOW, else floor((eb - ea) / 2), which balances the operands' largest magnitudes so that
+    neither can overflow."""
+    ea, eb = _largest_exponent(a), _largest_exponent(b)
+    if ea is None or eb is None or min(ea, eb) >= LIFT_BELOW:
+        return 0
+    return (eb - ea) // 2
+
+
+def lift(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The operands as the presplit pass splits them: A x 2^s and B x 2^-s, s = balanced_shift(a, b)."""
+    s = balanced_shift(a, b)
+    if s == 0:
+        return a, b
+    return (a.double() * 2.0**s).float(), (b.double() * 2.0**-s).float()
+
+
 def _rz_fp32(s: torch.Tensor) -> torch.Tensor:
     """float64 values truncated (toward zero) to fp32: a 24-bit significand, and below the normal range
     (2^-126) the fixed quantum 2^-149 of fp32's subnormals; held in float64."""
@@ -301,5 +334,6 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
     return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
 
 
-__all__ = ["HOPPER_TF32", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "errors", "fast_two_sum",
+__all__ = ["HOPPER_TF32", "LIFT_BELOW", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "balanced_shift",
+           "errors", "fast_two_sum", "lift",
            "fp32_fma_accumulate", "promoted_accumulate", "round_tf32", "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]
