@@ -32,8 +32,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_exact_fp32 import (Case, default_for, env_info, fact_call, make_inputs, nonfinite_match, reference,  # noqa: E402
-                            rel_err, sgemm)
+from gpu_exact_fp32 import (
+    Case,
+    default_for,
+    env_info,
+    fact_call,
+    make_inputs,
+    nonfinite_match,
+    reference,
+    rel_err,
+    sgemm,
+)
 
 SEEDS = (0, 1, 2)
 # (role, case whose default kernel it is)
@@ -127,7 +136,7 @@ def main() -> int:
         versions = sorted({name.split("_", 1)[0] for name in sources}, key=lambda v: (v != "old", v != "new", v))
         cache = BuildCache(max_jobs=2)
         with cf.ThreadPoolExecutor(8) as pool:
-            built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values())))
+            built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values()), strict=True))
         kernels = {name: wrap(sources[name].spec, b.module) for name, b in built.items()}
         out["kernels"] = {name: k.spec.name for name, k in kernels.items()}
         out["verify"] = {}
@@ -172,11 +181,11 @@ def main() -> int:
             for seed in case.seeds[:2]:
                 sets = [make_inputs(case, seed, i) for i in range(3)]
                 buf = torch.empty(case.shape[1], case.shape[2], device="cuda")
-                fns = {"sgemm": lambda z: sgemm(case, z)}
+                fns = {"sgemm": lambda z, case=case: sgemm(case, z)}
                 for version in versions:
                     kernel = kernels.get(f"{version}_{role}")
                     if kernel is not None:
-                        fns[version] = lambda z, k=kernel: fact_call(k, case, z, buf)
+                        fns[version] = lambda z, k=kernel, case=case, buf=buf: fact_call(k, case, z, buf)
                 ms = time_rounds(fns, sets, args.reps, flush)
                 row = {"case": case.label, "shape": list(case.shape), "seed": seed, "kernel": kernels[f"new_{role}"].spec.name,
                        "sgemm_ms": ms["sgemm"], "new_ms": ms["new"], "new_vs_sgemm": ms["sgemm"] / ms["new"]}

@@ -334,6 +334,23 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
     return {s: float((scheme_dot(rows, cols, s, model).double() - exact).norm()) / norm for s in schemes}
 
 
-__all__ = ["HOPPER_TF32", "LIFT_BELOW", "RAW_BIG_SMALL_SCALE", "SMALL_SCALE", "TensorCoreModel", "balanced_shift",
-           "errors", "fast_two_sum", "lift",
-           "fp32_fma_accumulate", "promoted_accumulate", "round_tf32", "scheme_dot", "split", "tc_accumulate", "trunc_tf32", "uniform_inputs", "wide_inputs"]
+__all__ = [
+    "HOPPER_TF32",
+    "LIFT_BELOW",
+    "RAW_BIG_SMALL_SCALE",
+    "SMALL_SCALE",
+    "TensorCoreModel",
+    "balanced_shift",
+    "errors",
+    "fast_two_sum",
+    "fp32_fma_accumulate",
+    "lift",
+    "promoted_accumulate",
+    "round_tf32",
+    "scheme_dot",
+    "split",
+    "tc_accumulate",
+    "trunc_tf32",
+    "uniform_inputs",
+    "wide_inputs",
+]
