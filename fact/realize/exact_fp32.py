@@ -121,9 +121,16 @@ def _largest_exponent(x: torch.Tensor) -> int | None:
 
 def balanced_shift(a: torch.Tensor, b: torch.Tensor) -> int:
     """The power of two the sm90 presplit pass moves from B to A (A x 2^s, B x 2^-s: each product a.b
-    unchanged), the kernel's `balanced_shift`: 0 unless an operand's largest finite |x| lies below
-    2^LIFT_BELOW, else floor((eb - ea) / 2), which balances the operands' largest magnitudes so that
-    neither can overflow."""
+    unchanged), the kernel's `balanced_shift`.
+
+    Args:
+        a, b: the float32 operands, whole (one shift serves the whole call).
+
+    Returns:
+        0 unless an operand's largest finite |x| lies below 2^LIFT_BELOW (or where an operand has no
+        finite non-zero entry), else floor((eb - ea) / 2) for the exponents ea, eb of their largest
+        finite |x|, which balances the operands' largest magnitudes so that neither can overflow.
+    """
     ea, eb = _largest_exponent(a), _largest_exponent(b)
     if ea is None or eb is None or min(ea, eb) >= LIFT_BELOW:
         return 0
@@ -131,7 +138,16 @@ def balanced_shift(a: torch.Tensor, b: torch.Tensor) -> int:
 
 
 def lift(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The operands as the presplit pass splits them: A x 2^s and B x 2^-s, s = balanced_shift(a, b)."""
+    """The operands as the presplit pass splits them.
+
+    Args:
+        a, b: the float32 operands.
+
+    Returns:
+        (A x 2^s, B x 2^-s) as float32, s = balanced_shift(a, b); the operands themselves where s is 0.
+        Each is rounded once from float64; the kernel's scalbnf multiplies in steps for |s| >= 101, so
+        an entry shifted into the subnormal range may differ by one 2^-149 there.
+    """
     s = balanced_shift(a, b)
     if s == 0:
         return a, b
