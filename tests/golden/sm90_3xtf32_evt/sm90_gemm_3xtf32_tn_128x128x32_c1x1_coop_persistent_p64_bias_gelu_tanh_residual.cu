@@ -106,8 +106,9 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
 // never overflows; S itself now overflows 2^10 sooner (a residual sum above about 2^118), which only
 // sums near fp32's largest values can reach, where SGEMM's own partial sums are close to it. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
 // small part loses the rest: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A is subnormal. A scale
-// of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. Powers of two
-// scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
+// of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. The presplit
+// pass lifts a wholly subnormal operand into the normal range first (its balanced_shift); a split in
+// the mainloop does not. Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
 constexpr float kSmallScale = 1024.f;
 constexpr float kSmallUnscale = 1.f / kSmallScale;
 
