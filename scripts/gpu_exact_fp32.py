@@ -247,6 +247,10 @@ def cases(quick: bool = False) -> list[Case]:
         # every entry of A subnormal, B's near 1e19: normal products of subnormal operands
         Case("subnormal_inputs", (1, 512, 512, 2048), "subnormal", timed=False,
              kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", *acc2, *checked)),
+        # the same where fact's pick splits before the mainloop, whose pass lifts such operands; and a
+        # quarter of the entries subnormal among normal ones, which it leaves as they are
+        *(Case(f"{kind}_presplit", (1, 2048, 2048, 2048), kind, timed=False, kernels=checked[:3])
+          for kind in ("subnormal", "subnormal_b", "subnormal_inf", "mixed")),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops

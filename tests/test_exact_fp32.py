@@ -706,5 +706,7 @@ def test_gpu_script_dry_run() -> None:
     assert plan["dry_run"] is True and plan["rows"] == []
     shapes = [tuple(c["shape"]) for c in plan["plan"]["cases"]]
     assert (1, 256, 256, 524288) in shapes and (1, 4096, 4096, 4096) in shapes and (128, 512, 2048, 1024) in shapes
-    assert {"denormal", "subnormal", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
+    assert {"denormal", "subnormal", "subnormal_b", "mixed", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
+    lifted = [c for c in plan["plan"]["cases"] if c["label"] == "subnormal_presplit"]
+    assert lifted and all(k.endswith("presplit") for k in lifted[0]["kernels"])
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
