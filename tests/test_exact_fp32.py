@@ -692,6 +692,21 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
 
 # --- the GPU script -------------------------------------------------------------------------------
 
+def test_subnormal_lift_script_renders_its_baseline(tmp_path: Path) -> None:
+    """scripts/gpu_subnormal_lift.py --render-baseline: fact's presplit picks, rendered on any machine,
+    to build beside a later checkout's on the GPU."""
+    import pickle
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_subnormal_lift.py"), "--render-baseline",
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rendered = pickle.loads((tmp_path / "rendered.pkl").read_bytes())
+    assert set(rendered) == {"p64_tn", "p128_tn", "p128_nn"}
+    for r in rendered.values():
+        assert r.spec.tiles.presplit and "fact_resplit_shifted" in r.sources[r.kernel_file]
+
+
 def test_gpu_script_dry_run() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = REPO / "scripts" / "gpu_exact_fp32.py"
