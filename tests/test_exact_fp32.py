@@ -442,18 +442,26 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     assert "split_stage" not in mma and "arrive_and_wait" not in mma
     assert ".contiguous()" not in binding  # no copy to K-major in the call
     plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
-    assert "fact_split_operand" not in plain and "ptr_A_small" not in plain and "split_stage(storage" in plain
+    assert "fact_split_operands" not in plain and "ptr_A_small" not in plain and "split_stage(storage" in plain
     # a NaN whose payload lies in the bits TF32 drops stays NaN where it is free: in the pass only
     assert "fact_split_word<true>(word, rest)" in text and "fact_split_word<true>" not in plain
-    # subnormal operands: the pass records each operand's largest |x| (zeroed first), and a gated pass
-    # splits both again with the balanced shift, before the GEMM
+    # subnormal operands: one launch splits both operands, each block recording its largest |x| in slots
+    # of its own (nothing to zero, no atomics); a gated pass splits both again with the balanced shift; it
+    # and the GEMM start as the kernel before them ends and wait for its stores in hardware
     run = text[text.index("int fact_gemm_run("):]
-    order = [run.index(step) for step in ("cudaMemsetAsync(amax, 0, FactSplitWorkspace::kAmaxBytes, stream)",
-                                          "fact_split(a, stream)", "fact_split(b, stream)",
-                                          "fact_resplit_shifted<<<", "gemm.run(stream)")]
-    assert order == sorted(order)
+    order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)",
+                                          "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)")]
+    assert order == sorted(order) and "cudaMemsetAsync" not in text and "atomicMax" not in text
+    split = text[text.index("cudaError_t fact_split("):text.index("int fact_gemm_run(")]
+    order = [split.index(step) for step in ("fact_split_operands<<<blocks, block, 0, stream>>>(a, b, amax)",
+                                            "fact_launch_dependent(split_pass::fact_resplit_shifted")]
+    assert order == sorted(order) and "cudaLaunchAttributeProgrammaticStreamSerialization" in text
+    resplit = text[text.index("fact_resplit_shifted(SplitOperand a"):]
+    assert resplit.index("griddepcontrol.wait") < resplit.index("__ldcg(amax + i)")
+    assert text.index("#define CUTLASS_ENABLE_GDC_FOR_SM90 1") < text.index('#include "cutlass/cutlass.h"')
+    assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain
     assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
-    assert "scalbnf(v, shift)" in text and "fact_resplit_shifted" not in plain and "kLiftBelow" not in plain
+    assert "scalbnf(v[l], shift)" in text and "fact_resplit_shifted" not in plain and "kLiftBelow" not in plain
 
 
 def test_a_raw_big_split_writes_only_the_small_parts() -> None:
