@@ -162,6 +162,9 @@ def named_kernels() -> dict[str, GemmSpec]:
     for cluster in ((2, 1), (1, 2)):  # TMA multicast: the tile of A (1x2) or B (2x1) loaded once for two CTAs
         out[f"splitk_k32_p128_rawbig_rs_c{cluster[0]}x{cluster[1]}"] = spec(
             Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=cluster, promotion=128, raw_big=True, a_in_registers=True)
+    # fact's large-K pick promoting every 256: half the promotions' instructions, a longer truncated sum
+    out["splitk_k32_p256_rawbig_rs_c2x1"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=(2, 1),
+                                                 promotion=256, raw_big=True, a_in_registers=True)
     # parallel split-K over few tiles below the raw big part's depth: the rounded split in shared memory
     for p in (32, 128):
         for cluster in ((1, 1), (2, 1)):

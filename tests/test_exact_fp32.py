@@ -476,7 +476,9 @@ def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     text, before = render(raw).sources[f"{raw.name}.cu"], render(plain).sources[f"{plain.name}.cu"]
     split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
     assert "fact_small_of_raw(x.x)" in split and "w[i] = " not in split and "fact_split_word" not in split
-    assert "x - __uint_as_float(word & 0xffffe000u)" in text and "fact_small_of_raw" not in before
+    assert "(__uint_as_float(word) - __uint_as_float(word & 0xffffe000u)) * kSmallScale" in text and "fact_small_of_raw" not in before
+    split_fn = text[text.index("CUTLASS_DEVICE uint32_t fact_small_of_raw"):]
+    assert "isinf" not in split_fn[:split_fn.index("}")]  # three accumulators: finish leaves S out where P is not finite
     assert "w[i] = x;" in before
     # its small parts are twice the rounded split's at most: half the scale keeps the residual sum's bound
     assert "constexpr float kSmallScale = 512.f;" in text and "constexpr float kSmallScale = 1024.f;" in before
@@ -698,6 +700,40 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="needs an sm90 GPU")
+def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the GPU: fact's large-K pick (a raw big part, A split in registers, parallel split-K) with
+    infinities and a NaN in A and B. Its split leaves an infinity's small part NaN (no test on the path
+    between wgmma batches); only outputs whose big.big sum is already infinite or NaN see it, and there
+    finish keeps that sum. Non-finite entries where SGEMM's are, the finite ones within its error."""
+    from fact.compile.cache import BuildCache
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = 256, 200, 65536
+    match = dataclasses.replace(_match(k, pattern="gemm_large_k", n=n), problem=ProblemShape(m, n, k, 1))
+    spec = sm90_3xtf32_spec(match)
+    assert spec.tiles.raw_big and spec.tiles.a_in_registers and spec.tiles.accumulators == 3
+    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_raw_inf"))
+    g = torch.Generator(device="cuda").manual_seed(11)
+    a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
+    a[5, 9], a[7, 40000], a[8, 12] = float("inf"), float("-inf"), float("nan")
+    w[3, 11], w[4, 9] = float("inf"), float("-inf")  # row 5 meets -inf at column 4: inf x -inf
+    ref = a.double() @ w.double().T
+    out = torch.full((m, n), float("nan"), device="cuda")
+    kernel(a, w.T, None, None, out)
+    sgemm = a @ w.T
+    assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
+    assert torch.equal(out[out.isinf()], sgemm[sgemm.isinf()])  # the signs too
+    finite = ref.isfinite()
+    fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
+    sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
+    assert fact_err <= sgemm_err, (fact_err, sgemm_err)
+
+
 # --- the GPU script -------------------------------------------------------------------------------
 
 def test_subnormal_lift_script_renders_its_baseline(tmp_path: Path) -> None:
@@ -713,6 +749,28 @@ def test_subnormal_lift_script_renders_its_baseline(tmp_path: Path) -> None:
     assert set(rendered) == {"p64_tn", "p128_tn", "p128_nn"}
     for r in rendered.values():
         assert r.spec.tiles.presplit and "fact_resplit_shifted" in r.sources[r.kernel_file]
+
+
+def test_ab_script_renders_the_roles_it_is_given(tmp_path: Path) -> None:
+    """scripts/gpu_ab.py --render: the named roles of gpu_exact_fp32, rendered on any machine, to build
+    beside another checkout's on the GPU; an unknown role is refused with the reason."""
+    import pickle
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    script = str(REPO / "scripts" / "gpu_ab.py")
+    roles = "splitk_k32_p128_rawbig_rs_c2x1,default_square_4096"
+    proc = subprocess.run([sys.executable, script, "--render", str(tmp_path), "--kernels", roles],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rendered = pickle.loads((tmp_path / "rendered.pkl").read_bytes())
+    assert list(rendered) == roles.split(",")
+    assert rendered["default_square_4096"].spec.tiles.presplit
+    bad = subprocess.run([sys.executable, script, "--render", str(tmp_path), "--kernels", "no_such_role"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode != 0 and "unknown kernel roles ['no_such_role']" in bad.stderr
+    cases = subprocess.run([sys.executable, script, "--out", str(tmp_path), "--kernels", roles, "--cases", "nope"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert cases.returncode == 2 and "--cases" in cases.stderr
 
 
 def test_gpu_script_dry_run() -> None:

@@ -309,7 +309,9 @@ struct FactSplitTf32Mainloop {
   }
 
   // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
-  // promote just before the batch that opens the next interval: the wait then costs the least.
+  // promote just before the batch that opens the next interval: the wait then costs the least. Leaving P
+  // for the interval's first big.big wgmma to overwrite (scale-d 0) instead of zeroing it here made the
+  // large-K kernel 22-28 % slower on the H100 (results/exact_fp32/h100_2026-11-28_large_k_ab/).
   template <class FrgTensorC>
   CUTLASS_DEVICE static void promote(FrgTensorC& accum, FrgTensorC& big, FrgTensorC& small) {
     warpgroup_wait<0>();

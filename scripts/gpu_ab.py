@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""A/B runs of fact's exact-fp32 kernels: the same kernel roles rendered from two or more checkouts,
+built, verified, checked and timed side by side in one process on the GPU.
+
+    python scripts/gpu_ab.py --render DIR --kernels ROLE,...           # in another checkout: DIR/rendered.pkl
+    python scripts/gpu_ab.py --out OUT --kernels ROLE,... --cases LABEL,... [--baseline NAME=DIR ...]
+
+Roles are scripts/gpu_exact_fp32.py's (`kernels()`); cases are its `cases()` labels, exactly. This
+checkout's kernels are version `new`; each --baseline adds the rendered.pkl of DIR as version NAME.
+Every kernel first passes fact's verification protocol (unless --no-verify). Then, for each case and
+seed: each kernel's error against float64 next to cuBLAS SGEMM's (TF32 off) on the same inputs, whether
+its non-finite entries lie where SGEMM's do, and the times of all of them (CUDA events, L2 flushed,
+device synchronised before the end event, the median of --rounds rounds of --reps runs over three fresh
+input sets, the functions timed in turn in an order rotated each round). Writes ab.json (GPU, date,
+versions, command, rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import pickle
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_exact_fp32 import (
+    cases,
+    env_info,
+    fact_call,
+    kernels,
+    make_inputs,
+    nonfinite_match,
+    reference,
+    rel_err,
+    sgemm,
+)
+from gpu_subnormal_lift import time_rounds
+
+
+def rendered(roles: list[str]) -> dict[str, Any]:
+    """{role: Rendered} of this checkout."""
+    from fact.realize import render
+
+    specs = kernels()
+    unknown = sorted(set(roles) - set(specs))
+    if unknown:
+        raise SystemExit(f"unknown kernel roles {unknown}")
+    return {role: render(specs[role]) for role in roles}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/exact_fp32")))
+    ap.add_argument("--kernels", required=True, help="comma-separated kernel roles (gpu_exact_fp32.kernels())")
+    ap.add_argument("--cases", help="comma-separated case labels (gpu_exact_fp32.cases())")
+    ap.add_argument("--render", type=Path, help="write DIR/rendered.pkl of this checkout's kernels and exit")
+    ap.add_argument("--baseline", action="append", default=[], metavar="NAME=DIR",
+                    help="a version to run beside this checkout's: DIR/rendered.pkl (repeatable)")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds a case at most")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--no-verify", action="store_true")
+    args = ap.parse_args()
+    roles = args.kernels.split(",")
+    if args.render:
+        args.render.mkdir(parents=True, exist_ok=True)
+        (args.render / "rendered.pkl").write_bytes(pickle.dumps(rendered(roles)))
+        return 0
+    known = {c.label: c for c in cases()}
+    labels = args.cases.split(",") if args.cases else []
+    if not labels or set(labels) - set(known):
+        ap.error(f"--cases: one or more of {', '.join(known)}")
+
+    import torch
+
+    from fact.compile.cache import BuildCache, module_name_for
+    from fact.realize import build_request
+    from fact.realize.kernel import wrap
+    from fact.verify import GemmCase, Job, default_gemm_cases, run_job
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "ab.json"
+    out: dict[str, Any] = {**env_info(), "precision": "fp32 exact both sides: cuBLAS with TF32 off; errors vs "
+                                                      "float64 of the same fp32 inputs", "rows": []}
+
+    def save() -> None:
+        path.write_text(json.dumps(out, indent=1, default=str))
+
+    try:
+        sources = {f"new:{r}": v for r, v in rendered(roles).items()}
+        for item in args.baseline:
+            name, _, folder = item.partition("=")
+            old = pickle.loads((Path(folder) / "rendered.pkl").read_bytes())
+            sources |= {f"{name}:{r}": old[r] for r in roles if r in old}
+        cache = BuildCache(max_jobs=2)
+        with cf.ThreadPoolExecutor(8) as pool:
+            built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values()), strict=True))
+        kern = {name: wrap(sources[name].spec, b.module) for name, b in built.items()}
+        out["kernels"] = {name: k.spec.name for name, k in kern.items()}
+        out["verify"] = {}
+        for name, b in ({} if args.no_verify else built).items():
+            spec = sources[name].spec
+            o = run_job(Job(str(b.path), module_name_for(b.key), spec,
+                            tuple(default_gemm_cases(spec, GemmCase(1536, 1024, 4096, 1))), (0, 1, 2, 3, 4)),
+                        timeout=600)
+            rep = o.report
+            out["verify"][name] = {"category": o.category, "detail": o.detail[:1000],
+                                   "passed": sum(r.passed for r in rep.results) if rep else 0,
+                                   "cases": len(rep.results) if rep else 0, "max_rel_err": rep.worst if rep else None}
+            print(f"verify {name:<40} {out['verify'][name]}", flush=True)
+        save()
+        flush = torch.empty(256 * 2**20 // 4, device="cuda")
+        for label in labels:
+            case = known[label]
+            for seed in case.seeds[:args.seeds]:
+                sets = [make_inputs(case, seed, i) for i in range(3)]
+                x = sets[0]
+                ref, s = reference(case, x), sgemm(case, x)
+                row: dict[str, Any] = {"case": label, "shape": list(case.shape), "layout": case.layout,
+                                       "inputs": case.inputs, "seed": seed, "sgemm_err": rel_err(s, ref)}
+                buf = torch.empty(case.shape[1], case.shape[2], device="cuda")
+                for name, k in kern.items():
+                    y = fact_call(k, case, x, torch.full_like(s, float("nan")))
+                    torch.cuda.synchronize()
+                    err = rel_err(y, ref)
+                    row[name] = {"err": err, "le_sgemm": err <= row["sgemm_err"], "nonfinite_matches": nonfinite_match(y, s)}
+                del ref, s
+                if case.timed:
+                    fns = {"sgemm": lambda z, case=case: sgemm(case, z)}
+                    fns |= {name: (lambda z, k=k, case=case, buf=buf: fact_call(k, case, z, buf)) for name, k in kern.items()}
+                    ms = time_rounds(fns, sets, args.reps, flush, rounds=args.rounds)
+                    row["sgemm_ms"] = ms["sgemm"]
+                    for name in kern:
+                        row[name] |= {"ms": ms[name], "vs_sgemm": ms["sgemm"] / ms[name]}
+                out["rows"].append(row)
+                print(json.dumps(row), flush=True)
+                del sets, x, buf
+                torch.cuda.empty_cache()
+                save()
+        out["summary"] = {"le_sgemm_everywhere": {n: all(r[n]["le_sgemm"] for r in out["rows"]) for n in kern},
+                          "verified": {n: f"{v['passed']}/{v['cases']}" for n, v in out["verify"].items()}}
+    except Exception as exc:  # keep what was measured, and say what stopped the run
+        out["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        print(out["error"], flush=True)
+    finally:
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
