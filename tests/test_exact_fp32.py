@@ -1,6 +1,7 @@
 """The sm90 3xTF32 family (exact fp32 on wgmma): its CPU numerics model, its spec and choice, its
 rendered source, one nvcc compile, and the GPU script's dry run."""
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -461,7 +462,54 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     assert text.index("#define CUTLASS_ENABLE_GDC_FOR_SM90 1") < text.index('#include "cutlass/cutlass.h"')
     assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain
     assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
-    assert "scalbnf(v[l], shift)" in text and "fact_resplit_shifted" not in plain and "kLiftBelow" not in plain
+    assert "scalbnf(v[l], shift)" in text and "fact_resplit_shifted" not in plain
+    assert "fact_lifted_gemm<" not in text and "fact_lifted_gemm<" in plain  # the mainloop splits: a second run
+
+
+@pytest.mark.parametrize("which", ["persistent", "persistent_registers", "streamk", "splitk_large_k"])
+def test_persistent_mainloop_split_kernels_lift_subnormal_operands_in_a_second_run(which: str) -> None:
+    """Where a persistent kernel's mainloop splits, the GEMM's first run records each operand's largest
+    |x| (one slot a CTA, zeroed by the CTA itself, raised by its consumer warps' atomic max), and a second
+    run of the same kernel, launched to start as the first ends, reads the slots: it returns at once
+    unless the balanced shift is not 0, then multiplies again with A x 2^s and B x 2^-s. Stream-K and
+    parallel split-K kernels do not (the record cost them 7-10 %), nor does the bf16 split-K family."""
+    plain = exact_sm90()[0]
+    spec = {"persistent": plain, "streamk": exact_sm90()[3],
+            "persistent_registers": GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(
+                plain.tiles, tile=(128, 128, 32), a_in_registers=True, raw_big=True)}).validate(),
+            "splitk_large_k": spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")}[which]
+    text = render(spec).sources[f"{spec.name}.cu"]
+    if which in ("streamk", "splitk_large_k"):
+        assert spec.tiles.scheduler is Scheduler.STREAMK or spec.mode is Mode.SPLITK_PARALLEL
+        assert not spec.lifts_in_mainloop and "fact_lifted_gemm<" not in text and "kLiftSlots" not in text
+        return
+    assert spec.lifts_in_mainloop and spec.tiles.scheduler is Scheduler.PERSISTENT
+    # the record: zeroed in the first run only, before the CTA's barrier; raised after each work tile
+    prefetch = text[text.index("static void prefetch_tma_descriptors"):text.index("auto load_init(")]
+    assert "params.amax != nullptr && params.lift == 0" in prefetch and "__threadfence()" in prefetch
+    mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
+    assert "int const shift = params.lift ? fact_lift_shift(params.amax) : 0;" in mma
+    assert mma.rstrip().endswith("fact_record_amax(params.amax, amax_a, amax_b);\n  }") or \
+        "if (params.amax != nullptr && params.lift == 0) fact_record_amax(params.amax, amax_a, amax_b);" in mma
+    if spec.tiles.a_in_registers:
+        assert "amax_a = max(amax_a, fact_amax_key(a_big(i).raw()));" in mma
+        assert "fact_scaled" not in mma  # A's tile is scaled in shared memory, never its fragments (C7513)
+    split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
+    assert "amax = fact_abs_max(amax, x);" in split and "scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);" in split
+    assert "scale(storage.a.data() + stage * kStageWordsA, kStageWordsA, shift);" in split
+    assert split.index("if (shift != 0)") < split.index("    run(storage.b.data()")  # scaled before the split
+    # the shift: an operand with an infinity, or not wholly below 2^-100, is not lifted
+    assert "amax_a >= 0x7f800000u || amax_b >= 0x7f800000u) return 0;" in text
+    # the second run: the same kernel behind a gate, started early, after the first
+    assert "if (fact_lift_shift(params.mainloop.amax) == 0) return;" in text
+    lifted = text[text.index("__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock"):]
+    assert lifted.index("griddepcontrol.wait") < lifted.index("fact_lift_shift")
+    run = text[text.index("cutlass::Status status = gemm.can_implement(args);"):]
+    order = [run.index(s) for s in ("gemm.initialize(args", "lifted.initialize(second", "gemm.run(stream)",
+                                    "fact_run_lifted(lifted, stream)")]
+    assert order == sorted(order) and "second.mainloop.lift = 1;" in run
+    assert "args, true);" in text  # ClusterLauncher with programmatic dependent launch
+    assert "g.c == g.d ? nullptr : " not in run  # no residual here; with one, no lift where it is the output
 
 
 def test_a_raw_big_split_writes_only_the_small_parts() -> None:
@@ -475,7 +523,9 @@ def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     assert spec_from_json(spec_to_json(raw)) == raw and spec_from_json(spec_to_json(plain)) == plain
     text, before = render(raw).sources[f"{raw.name}.cu"], render(plain).sources[f"{plain.name}.cu"]
     split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
-    assert "fact_small_of_raw(x.x)" in split and "w[i] = " not in split and "fact_split_word" not in split
+    run = split[split.index("auto run = "):split.index("};", split.index("auto run = "))]
+    assert "fact_small_of_raw(x.x)" in run and "w[i] = " not in run and "fact_split_word" not in split
+    assert "w[i] = " not in split  # stream-K: no lifted run, which alone would rewrite x
     assert "(__uint_as_float(word) - __uint_as_float(word & 0xffffe000u)) * kSmallScale" in text and "fact_small_of_raw" not in before
     split_fn = text[text.index("CUTLASS_DEVICE uint32_t fact_small_of_raw"):]
     assert "isinf" not in split_fn[:split_fn.index("}")]  # three accumulators: finish leaves S out where P is not finite
@@ -615,8 +665,9 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
                     reason="needs an sm90 GPU")
 @pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", pytest.param("subnormal", marks=pytest.mark.xfail(
-    strict=True, reason="a subnormal operand keeps fewer bits in TF32 where the mainloop splits it (none of these shapes "
-                        "is presplit, whose pass lifts it): 5.8e-6 against SGEMM's 4.1e-7 on the H100"))])
+    strict=True, reason="a subnormal operand keeps fewer bits in TF32 where the mainloop splits it, and these shapes run "
+                        "stream-K or split-K, which do not lift it (GemmSpec.lifts_in_mainloop): 5.8e-6 against "
+                        "SGEMM's 4.1e-7 on the H100"))])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: the kernel fact picks for each shape against float64, next to cuBLAS SGEMM (TF32 off)
     on the same inputs. `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal
@@ -625,21 +676,25 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
     bf16 values held in fp32, whose small parts are 0, so that only big.big and its promotions err
     (promoting every 64 gave 1.0e-7 against SGEMM's 8.5e-8 at 256x256x1024, every 32 with its rounding
     errors kept 4.5e-8); `subnormal`: A below fp32's normal range (about 1e-39), a known gap of the
-    kernels that split in the mainloop, every one here (see kSmallScale in the template; the presplit
-    kernels lift such operands: test_presplit_kernel_lifts_subnormal_operands)."""
+    stream-K and split-K kernels, every one here (GemmSpec.lifts_in_mainloop; the presplit and the
+    persistent kernels lift such operands: test_presplit_kernel_lifts_subnormal_operands,
+    test_persistent_kernel_lifts_subnormal_operands)."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     cache = BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds")  # one build per interval, not per case
 
-    def kernel_for(m: int, n: int, k: int) -> Any:  # what fact picks for the shape (TN operands)
+    def kernel_for(shape: tuple[int, int, int]) -> Any:  # what fact picks for the shape (TN operands)
+        m, n, k = shape
         pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
         match = dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1))
         return build(render(sm90_3xtf32_spec(match)), cache)
 
-    for m, n, k in ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536)):
-        kernel = kernel_for(m, n, k)
+    shapes = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536))
+    with concurrent.futures.ThreadPoolExecutor(len(shapes)) as pool:  # the builds at once
+        kernels = list(pool.map(kernel_for, shapes))
+    for (m, n, k), kernel in zip(shapes, kernels, strict=True):
         g = torch.Generator(device="cuda").manual_seed(k)
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
         if inputs == "wide":
@@ -692,6 +747,42 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         b = b if layouts[1] is ROW else b.T.contiguous().T
         ref = a.double() @ b.double()
         out = kernel(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
+        sgemm = a @ b
+        assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
+        finite = ref.isfinite()
+        fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
+        sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
+        assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                    reason="needs an sm90 GPU")
+def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the GPU: fact's pick for a batched product (8 x 512 x 1024 x 1028: persistent, split in the
+    mainloop) with every entry of A, then of B, subnormal, next to SGEMM on the same inputs; an
+    infinity and a NaN among them land where SGEMM's do; and uniform inputs, where the second run
+    returns at once, give the first run's output."""
+    from fact.compile.cache import BuildCache
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    batch, m, n, k = 8, 512, 1024, 1028
+    match = dataclasses.replace(_match(k, pattern="bmm", n=n), problem=ProblemShape(m, n, k, batch))
+    spec = sm90_3xtf32_spec(match)
+    assert spec.lifts_in_mainloop and spec.mode is Mode.BATCHED
+    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_mainloop_lift"))
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for small_side in ("a", "b", None):
+        a = torch.rand(batch, m, k, generator=g, device="cuda") * 2 - 1
+        b = torch.rand(batch, k, n, generator=g, device="cuda") * 2 - 1
+        if small_side is not None:
+            a, b = (a * 1e-39, b * 1e19) if small_side == "a" else (a * 1e19, b * 1e-39)
+            a[1, 5, 9], b[2, 3, 11] = float("inf"), float("nan")
+        ref = a.double() @ b.double()
+        out = torch.full((batch, m, n), float("nan"), device="cuda")
+        kernel(a, b.transpose(1, 2).contiguous().transpose(1, 2), None, None, out)
         sgemm = a @ b
         assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
         finite = ref.isfinite()

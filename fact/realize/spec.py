@@ -243,6 +243,18 @@ class GemmSpec:
         return isinstance(t, Sm90SplitTiles) and t.compensated_in(self.mode)
 
     @property
+    def lifts_in_mainloop(self) -> bool:
+        """Whether an sm90 3xTF32 kernel whose mainloop splits lifts wholly subnormal operands by a gated
+        second run of the GEMM (kLiftSlots in its template): the persistent kernels, where the record of
+        each operand's largest |x| cost nothing measurable. Under stream-K and parallel split-K it cost
+        7-10 % on an H200 (a second workspace to zero, and a max an element on the large-K kernel's
+        critical path), so they do not (results/exact_fp32/h200_2026-11-28_mainloop_lift/). The
+        presplit kernels lift in their pass."""
+        t = self.tiles
+        return (isinstance(t, Sm90SplitTiles) and not t.presplit and t.scheduler is Scheduler.PERSISTENT
+                and self.mode is not Mode.SPLITK_PARALLEL)
+
+    @property
     def reads_k_major_only(self) -> bool:
         """Whether the kernel reads K-major operands only, whatever the spec's layouts: TF32 wgmma
         reads no other from shared memory, so the sm90 TF32 and 3xTF32 kernels are compiled TN and

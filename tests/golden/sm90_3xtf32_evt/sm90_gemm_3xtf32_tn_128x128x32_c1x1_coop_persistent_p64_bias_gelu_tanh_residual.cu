@@ -106,9 +106,9 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
 // never overflows; S itself now overflows 2^10 sooner (a residual sum above about 2^118), which only
 // sums near fp32's largest values can reach, where SGEMM's own partial sums are close to it. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
 // small part loses the rest: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A is subnormal. A scale
-// of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. The presplit
-// pass lifts a wholly subnormal operand into the normal range first (its balanced_shift); a split in
-// the mainloop does not. Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
+// of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. A wholly
+// subnormal operand is lifted into the normal range instead (kLiftBelow), except under stream-K and
+// parallel split-K. Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
 constexpr float kSmallScale = 1024.f;
 constexpr float kSmallUnscale = 1.f / kSmallScale;
 
@@ -122,6 +122,84 @@ CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
   float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // NaN stays NaN in both parts
   small = fact_rna_tf32(rest * kSmallScale);
   word = big;
+}
+
+// Subnormal operands: TF32 keeps 10 bits of fraction at every exponent, so below fp32's normal range
+// (2^-126) its quantum is a fixed 2^-136 and a subnormal x keeps only its top bits in big; the small part
+// cannot hold the 13 bits below: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A lay near 1e-39
+// (results/exact_fp32/h100_2026-11-24_subnormal/). A power of two moved from one operand to the other,
+// A x 2^s and B x 2^-s, leaves every product a.b as it is (exactly, where neither part leaves fp32's
+// range) and lifts such an operand into the normal range. s balances the operands' largest magnitudes,
+// so neither can overflow: max|A| 2^s and max|B| 2^-s both lie within a factor 2 of sqrt(max|A| max|B|).
+// It applies only where an operand's largest |x| lies below 2^-100 (kLiftBelow), and serves an operand
+// that lies wholly near or below fp32's normal range, not subnormal entries beside normal ones (a wholly
+// subnormal row of A or column of B next to entries of 2^-100 or more is split as it is: 5.9e-6 against
+// SGEMM's 8.0e-7 on such rows in the CPU model, test_exact_fp32.py). fact/realize/exact_fp32.py
+// (balanced_shift) models the rule. Where the split happens before the mainloop (presplit), its pass
+// records the largest |x| and a gated pass splits again; where a persistent kernel's mainloop splits,
+// the GEMM's first run records it and a gated second run computes the GEMM again (fact_lifted_gemm).
+// Stream-K and parallel split-K kernels do not lift: there the record cost 7-10 % on an H200
+// (GemmSpec.lifts_in_mainloop).
+constexpr int kLiftBelow = -100;
+
+// The shift for the operands' largest magnitudes (the bits of non-negative floats), or 0 where no
+// operand needs lifting, one is all zeros (its product is zero at any shift) or holds an infinity.
+CUTLASS_DEVICE int fact_balanced_shift(unsigned amax_a, unsigned amax_b) {
+  if (amax_a == 0 || amax_b == 0 || amax_a >= 0x7f800000u || amax_b >= 0x7f800000u) return 0;
+  int const ea = ilogbf(__uint_as_float(amax_a)), eb = ilogbf(__uint_as_float(amax_b));
+  if (min(ea, eb) >= kLiftBelow) return 0;
+  int const diff = eb - ea;
+  return diff >= 0 ? diff / 2 : -((1 - diff) / 2);  // floor((eb - ea) / 2)
+}
+
+// The lift where the mainloop splits. The first run records each operand's largest |x| as its consumer
+// warps split it: one slot an operand and CTA, which the CTA's first thread zeroes before the CTA's
+// barrier and its consumer warps raise by an atomic max after each work tile. The second run, the same
+// kernel launched to start as the first ends (fact_lifted_gemm), reads every slot of the grid: where the
+// shift is 0 (any operand not wholly below 2^-100) each CTA returns at once; otherwise it computes the
+// GEMM again, each stage's x times 2^s (A) or 2^-s (B) before the split, and overwrites the first run's
+// output. On an H200 the batched persistent kernel at 128 x 512 x 2048 x 1024 ran 2-3 % slower with it
+// (as fast with a plain max of |x|, which an infinity among the entries would keep from lifting:
+// results/exact_fp32/h200_2026-11-28_mainloop_lift/).
+constexpr int kLiftSlots = 1024;  // CTAs of a grid at most (a persistent grid has one an SM)
+constexpr size_t kLiftBytes = 2 * kLiftSlots * sizeof(unsigned);
+
+CUTLASS_DEVICE int fact_cta_slot() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+
+// What the record keeps of x: (bits + 2^23) without the sign, which orders as |x| over the finite
+// values, and is 0 for an infinity and below 2^23 for a NaN (the carry out of the exponent drops), so
+// that, as in the presplit pass, infinities and NaNs do not keep an operand from being lifted. Two
+// instructions and a max an element.
+CUTLASS_DEVICE unsigned fact_amax_key(uint32_t word) { return (word + 0x00800000u) & 0x7fffffffu; }
+CUTLASS_DEVICE unsigned fact_amax_of_key(unsigned key) { return key >= 0x00800000u ? key - 0x00800000u : 0u; }
+
+// The shift the slots of this grid's CTAs give (each warp alone; every warp gets the same).
+CUTLASS_DEVICE int fact_lift_shift(unsigned const* amax) {
+  int const slots = gridDim.x * gridDim.y * gridDim.z;
+  unsigned a = 0, b = 0;
+  for (int i = threadIdx.x % 32; i < slots; i += 32) {
+    a = max(a, __ldcg(amax + i));
+    b = max(b, __ldcg(amax + kLiftSlots + i));
+  }
+  return fact_balanced_shift(fact_amax_of_key(__reduce_max_sync(0xffffffffu, a)),
+                             fact_amax_of_key(__reduce_max_sync(0xffffffffu, b)));
+}
+
+// A warp's largest key of each operand, into its CTA's slots.
+CUTLASS_DEVICE void fact_record_amax(unsigned* amax, unsigned key_a, unsigned key_b) {
+  unsigned const a = __reduce_max_sync(0xffffffffu, key_a), b = __reduce_max_sync(0xffffffffu, key_b);
+  if (threadIdx.x % 32 == 0) {
+    if (a != 0) atomicMax(amax + fact_cta_slot(), a);
+    if (b != 0) atomicMax(amax + kLiftSlots + fact_cta_slot(), b);
+  }
+}
+
+CUTLASS_DEVICE uint32_t fact_scaled(uint32_t word, int shift) {
+  return __float_as_uint(scalbnf(__uint_as_float(word), shift));
+}
+
+CUTLASS_DEVICE unsigned fact_abs_max(unsigned m, uint4 x) {
+  return max(max(m, max(fact_amax_key(x.x), fact_amax_key(x.y))), max(fact_amax_key(x.z), fact_amax_key(x.w)));
 }
 
 template <class Reference, int Stages_, int PromotionTiles_>
@@ -190,6 +268,8 @@ struct FactSplitTf32Mainloop {
     StrideA dA;
     ElementB const* ptr_B;
     StrideB dB;
+    unsigned* amax = nullptr;  // kLiftSlots words for A, then for B; null: no record
+    int lift = 0;              // 1: the second run (reads the slots, lifts or returns)
   };
 
   // Raw 32-bit words: a TF32 tensor map would round x on the way in.
@@ -206,6 +286,8 @@ struct FactSplitTf32Mainloop {
     TMA_A tma_load_a;
     TMA_B tma_load_b;
     uint32_t tma_transaction_bytes = TmaTransactionBytes;
+    unsigned* amax;
+    int lift;
   };
 
   template <class ProblemShape>
@@ -215,7 +297,8 @@ struct FactSplitTf32Mainloop {
     auto b = make_tensor(reinterpret_cast<TmaWord const*>(args.ptr_B), make_layout(make_shape(N, K, L), args.dB));
     return {make_tma_copy_A_sm90(GmemTiledCopyA{}, a, SmemLayoutA{}(_, _, cute::Int<0>{}), TileShape{}, ClusterShape{}),
             make_tma_copy_B_sm90(GmemTiledCopyB{}, b, SmemLayoutB{}(_, _, cute::Int<0>{}), TileShape{}, ClusterShape{}),
-            TmaTransactionBytes};
+            TmaTransactionBytes,
+            args.amax, args.lift};
   }
 
   template <class ProblemShape>
@@ -229,6 +312,12 @@ struct FactSplitTf32Mainloop {
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& params) {
     cute::prefetch_tma_descriptor(params.tma_load_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_load_b.get_tma_descriptor());
+    // one thread a CTA, before the CTA's barrier: its slots, zeroed for its consumer warps' atomic max
+    if (params.amax != nullptr && params.lift == 0) {
+      params.amax[fact_cta_slot()] = 0u;
+      params.amax[kLiftSlots + fact_cta_slot()] = 0u;
+      __threadfence();
+    }
   }
 
   // (BLK_M, BLK_K, m, k, l) and (BLK_N, BLK_K, n, k, l) views of the operands, for the kernel and load()
@@ -288,14 +377,15 @@ struct FactSplitTf32Mainloop {
   }
 
   // Split one landed stage: x -> (big in place, small alongside), over both consumer warpgroups.
-  CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx) {
+  CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx, int shift, unsigned& amax_a, unsigned& amax_b) {
     constexpr int kThreads = size(TiledMma{});
-    auto run = [&](uint32_t* words, uint32_t* smalls, int count) {
+    auto run = [&](uint32_t* words, uint32_t* smalls, int count, unsigned& amax) {
       uint4* w = reinterpret_cast<uint4*>(words);
       uint4* s = reinterpret_cast<uint4*>(smalls);
       CUTLASS_PRAGMA_UNROLL
       for (int i = thread_idx; i < count / 4; i += kThreads) {
         uint4 x = w[i], small;
+        amax = fact_abs_max(amax, x);
         fact_split_word(x.x, small.x);
         fact_split_word(x.y, small.y);
         fact_split_word(x.z, small.z);
@@ -304,8 +394,22 @@ struct FactSplitTf32Mainloop {
         s[i] = small;
       }
     };
-    run(storage.a.data() + stage * kStageWordsA, storage.a_small.data() + stage * kStageWordsA, kStageWordsA);
-    run(storage.b.data() + stage * kStageWordsB, storage.b_small.data() + stage * kStageWordsB, kStageWordsB);
+    // The lifted run: x times 2^shift (A) or 2^-shift (B) in place, by the threads that split it (A's too
+    // where the consumers read its tile into registers: a fragment rewritten there made ptxas serialise
+    // every wgmma, C7513).
+    if (shift != 0) {
+      auto scale = [&](uint32_t* words, int count, int by) {
+        uint4* w = reinterpret_cast<uint4*>(words);
+        for (int i = thread_idx; i < count / 4; i += kThreads) {
+          uint4 const x = w[i];
+          w[i] = make_uint4(fact_scaled(x.x, by), fact_scaled(x.y, by), fact_scaled(x.z, by), fact_scaled(x.w, by));
+        }
+      };
+      scale(storage.a.data() + stage * kStageWordsA, kStageWordsA, shift);
+      scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);
+    }
+    run(storage.a.data() + stage * kStageWordsA, storage.a_small.data() + stage * kStageWordsA, kStageWordsA, amax_a);
+    run(storage.b.data() + stage * kStageWordsB, storage.b_small.data() + stage * kStageWordsB, kStageWordsB, amax_b);
   }
 
   // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
@@ -349,7 +453,7 @@ struct FactSplitTf32Mainloop {
   // at the end accum = (accum + P) + S.
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState read_state, FrgTensorC& accum, int k_tile_count,
-                          int thread_idx, TensorStorage& storage, Params const&) {
+                          int thread_idx, TensorStorage& storage, Params const& params) {
     static_assert(is_rmem<FrgTensorC>::value, "the accumulator lives in registers");
     using Tf32 = cutlass::tfloat32_t;
     Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<Tf32*>(storage.a.data())), SmemLayoutA{});
@@ -373,6 +477,9 @@ struct FactSplitTf32Mainloop {
     clear(small);
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;  // the accumulators are zeroed in registers instead
     cutlass::arch::NamedBarrier split_done(size(TiledMma{}), 0);
+    // the second run's shift (0 in the first); each operand's largest |x| as this thread split it (keys)
+    int const shift = params.lift ? fact_lift_shift(params.amax) : 0;
+    unsigned amax_a = 0, amax_b = 0;
 
     PipelineState release_state = read_state;
     bool pending = false;  // a stage whose wgmma may still run and that is not yet released
@@ -381,7 +488,7 @@ struct FactSplitTf32Mainloop {
     for (; k_tile_count > 0; --k_tile_count) {
       pipeline.consumer_wait(read_state, pipeline.consumer_try_wait(read_state));
       int const stage = read_state.index();
-      split_stage(storage, stage, thread_idx);  // overlaps the previous k-tile's wgmma
+      split_stage(storage, stage, thread_idx, shift, amax_a, amax_b);  // overlaps the previous k-tile's wgmma
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by wgmma
       split_done.arrive_and_wait();
       if (since_promotion == PromotionTiles) {  // P's interval ended with the previous k-tile
@@ -421,6 +528,7 @@ struct FactSplitTf32Mainloop {
     warpgroup_fence_operand(small);
     if (pending) pipeline.consumer_release(release_state);
     finish(accum, big, small);
+    if (params.amax != nullptr && params.lift == 0) fact_record_amax(params.amax, amax_a, amax_b);
   }
   // mma() waited for its last wgmma and released every stage it read.
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
@@ -465,19 +573,105 @@ Gemm::Arguments make_arguments(FactGemmArgs const& g) {
   return args;
 }
 
+
+
+}  // namespace
+// (A kernel in an anonymous namespace trips nvcc's host stub: this one has a namespace of its own.)
+namespace fact_4e48dcbad70f47b8 {
+
+// The GEMM's second run: launched to start as the first ends, it waits for the first run's stores, and
+// every CTA returns at once unless the slots give a shift (then the mainloop reads it from them too).
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    fact_lifted_gemm(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  if (fact_lift_shift(params.mainloop.amax) == 0) return;
+  extern __shared__ char smem[];
+  Kernel op;
+  op(params, smem);
+}
+
+}  // namespace fact_4e48dcbad70f47b8
+
+namespace {
+
+// Whether a grid of this kernel fits the slots (one a CTA).
+bool fact_lift_fits(typename GemmKernel::Params const& params) {
+  dim3 const grid = GemmKernel::get_grid_shape(params);
+  return int64_t(grid.x) * grid.y * grid.z <= kLiftSlots;
+}
+
+// The second run of `lifted` (initialized with mainloop.lift = 1 and the first run's slots), with the
+// first run's grid, cluster and shared memory, as a programmatic dependent of the first run; where the
+// driver or a graph capture refuses that, after it as usual.
+cutlass::Status fact_run_lifted(Gemm const& lifted, cudaStream_t stream) {
+  auto const& params = lifted.params();
+  // named through the adapter: nvcc's host stub finds the alias in the anonymous namespace ambiguous
+  auto* const kernel = fact_4e48dcbad70f47b8::fact_lifted_gemm<Gemm::GemmKernel>;
+  int const smem = GemmKernel::SharedStorageSize;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
+    return cutlass::Status::kErrorInternal;
+  }
+  dim3 const grid = GemmKernel::get_grid_shape(params), block = GemmKernel::get_block_shape();
+  dim3 const cluster(cute::size<0>(ClusterShape{}), cute::size<1>(ClusterShape{}), cute::size<2>(ClusterShape{}));
+  void* args[] = {const_cast<typename GemmKernel::Params*>(&params)};
+  cutlass::Status status = cutlass::ClusterLauncher::launch(grid, cluster, block, smem, stream,
+                                                            reinterpret_cast<void const*>(kernel), args, true);
+  if (status != cutlass::Status::kSuccess) {
+    cudaGetLastError();
+    status = cutlass::ClusterLauncher::launch(grid, cluster, block, smem, stream,
+                                              reinterpret_cast<void const*>(kernel), args, false);
+  }
+  return status;
+}
+
 }  // namespace
 
-size_t fact_gemm_workspace(FactGemmArgs const& g) { return Gemm::get_workspace_size(make_arguments(g)); }
+
+namespace {
+
+// Workspace: [CUTLASS's for the first run | CUTLASS's for the second | the CTAs' slots], each part
+// 256-byte aligned.
+struct FactLiftWorkspace {
+  size_t gemm;
+  explicit FactLiftWorkspace(FactGemmArgs const& g)
+      : gemm((Gemm::get_workspace_size(make_arguments(g)) + 255) / 256 * 256) {}
+  size_t bytes() const { return 2 * gemm + kLiftBytes; }
+};
+
+}  // namespace
+
+size_t fact_gemm_workspace(FactGemmArgs const& g) { return FactLiftWorkspace(g).bytes(); }
 
 int fact_gemm_run(FactGemmArgs const& g, void* workspace, cudaStream_t stream) {
-  Gemm gemm;
+  FactLiftWorkspace const w(g);
+  char* const base = static_cast<char*>(workspace);
+  Gemm gemm, lifted;
   auto args = make_arguments(g);
+  // The second run reads the inputs again: not where the output is also the residual it reads.
+  args.mainloop.amax = g.c == g.d ? nullptr : reinterpret_cast<unsigned*>(base + 2 * w.gemm);
   cutlass::Status status = gemm.can_implement(args);
   if (status != cutlass::Status::kSuccess) return fact_fail(1, "can_implement", status);
-  status = gemm.initialize(args, workspace, stream);
+  status = gemm.initialize(args, base, stream);
+  if (status == cutlass::Status::kSuccess && args.mainloop.amax != nullptr && !fact_lift_fits(gemm.params())) {
+    args.mainloop.amax = nullptr;  // more CTAs than slots: no record, no second run
+    status = gemm.initialize(args, base, stream);
+  }
   if (status != cutlass::Status::kSuccess) return fact_fail(2, "initialize", status);
+  if (args.mainloop.amax != nullptr) {
+    auto second = args;
+    second.mainloop.lift = 1;
+    status = lifted.initialize(second, base + w.gemm, stream);
+    if (status != cutlass::Status::kSuccess) return fact_fail(2, "initialize (the lifted run)", status);
+  }
   status = gemm.run(stream);
   if (status != cutlass::Status::kSuccess) return fact_fail(3, "run", status);
+  if (args.mainloop.amax != nullptr) {
+    status = fact_run_lifted(lifted, stream);
+    if (status != cutlass::Status::kSuccess) return fact_fail(3, "run (the lifted run)", status);
+  }
   return 0;
 }
 
