@@ -152,7 +152,7 @@ def main() -> int:
                 del sets, x, buf
                 torch.cuda.empty_cache()
                 save()
-        out["summary"] = {"le_sgemm_everywhere": {n: all(r[n].get("le_sgemm", True) for r in out["rows"]) for n in kern},
+        out["summary"] = {"le_sgemm_everywhere": {n: all(r[n]["le_sgemm"] for r in out["rows"] if "error" not in r[n]) for n in kern},
                           "refused": {n: sum("error" in r[n] for r in out["rows"]) for n in kern},
                           "verified": {n: f"{v['passed']}/{v['cases']}" for n, v in out["verify"].items()}}
     except Exception as exc:  # keep what was measured, and say what stopped the run

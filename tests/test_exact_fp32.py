@@ -472,7 +472,7 @@ def test_persistent_mainloop_split_kernels_lift_subnormal_operands_in_a_second_r
     |x| (one slot a CTA, zeroed by the CTA itself, raised by its consumer warps' atomic max), and a second
     run of the same kernel, launched to start as the first ends, reads the slots: it returns at once
     unless the balanced shift is not 0, then multiplies again with A x 2^s and B x 2^-s. Stream-K and
-    parallel split-K kernels do not (the record cost them 7-10 %), nor does the bf16 split-K family."""
+    parallel split-K kernels do not (the record cost them 3-10 %), nor does the bf16 split-K family."""
     plain = exact_sm90()[0]
     spec = {"persistent": plain, "streamk": exact_sm90()[3],
             "persistent_registers": GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(

@@ -158,7 +158,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
                    "raw_big": spec.tiles.raw_big,
                    # subnormal operands: lifted by a second run where a persistent kernel's mainloop splits (the
-                   # presplit pass lifts its own; under stream-K and split-K the record cost 7-10 %)
+                   # presplit pass lifts its own; under stream-K and split-K the record cost 3-10 %)
                    "lift_mainloop": spec.lifts_in_mainloop,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,

@@ -246,8 +246,8 @@ class GemmSpec:
     def lifts_in_mainloop(self) -> bool:
         """Whether an sm90 3xTF32 kernel whose mainloop splits lifts wholly subnormal operands by a gated
         second run of the GEMM (kLiftSlots in its template): the persistent kernels, where the record of
-        each operand's largest |x| cost nothing measurable. Under stream-K and parallel split-K it cost
-        7-10 % on an H200 (a second workspace to zero, and a max an element on the large-K kernel's
+        each operand's largest |x| cost 2-3 % on an H200 (batched 128 x 512 x 2048 x 1024). Under
+        stream-K and parallel split-K it cost 3-10 % there (a second workspace to zero, and a max an element on the large-K kernel's
         critical path), so they do not (results/exact_fp32/h200_2026-11-28_mainloop_lift/). The
         presplit kernels lift in their pass."""
         t = self.tiles
