@@ -18,7 +18,6 @@ versions, command, rows).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import json
 import os
 import pickle
@@ -41,7 +40,7 @@ from gpu_exact_fp32 import (
     rel_err,
     sgemm,
 )
-from gpu_subnormal_lift import time_rounds
+from gpu_subnormal_lift import build_and_verify, time_rounds
 
 
 def rendered(roles: list[str]) -> dict[str, Any]:
@@ -80,11 +79,6 @@ def main() -> int:
 
     import torch
 
-    from fact.compile.cache import BuildCache, module_name_for
-    from fact.realize import build_request
-    from fact.realize.kernel import wrap
-    from fact.verify import GemmCase, Job, default_gemm_cases, run_job
-
     torch.backends.cuda.matmul.allow_tf32 = False
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "ab.json"
@@ -100,22 +94,7 @@ def main() -> int:
             name, _, folder = item.partition("=")
             old = pickle.loads((Path(folder) / "rendered.pkl").read_bytes())
             sources |= {f"{name}:{r}": old[r] for r in roles if r in old}
-        cache = BuildCache(max_jobs=2)
-        with cf.ThreadPoolExecutor(8) as pool:
-            built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values()), strict=True))
-        kern = {name: wrap(sources[name].spec, b.module) for name, b in built.items()}
-        out["kernels"] = {name: k.spec.name for name, k in kern.items()}
-        out["verify"] = {}
-        for name, b in ({} if args.no_verify else built).items():
-            spec = sources[name].spec
-            o = run_job(Job(str(b.path), module_name_for(b.key), spec,
-                            tuple(default_gemm_cases(spec, GemmCase(1536, 1024, 4096, 1))), (0, 1, 2, 3, 4)),
-                        timeout=600)
-            rep = o.report
-            out["verify"][name] = {"category": o.category, "detail": o.detail[:1000],
-                                   "passed": sum(r.passed for r in rep.results) if rep else 0,
-                                   "cases": len(rep.results) if rep else 0, "max_rel_err": rep.worst if rep else None}
-            print(f"verify {name:<40} {out['verify'][name]}", flush=True)
+        kern = build_and_verify(sources, out, verify=not args.no_verify)
         save()
         flush = torch.empty(256 * 2**20 // 4, device="cuda")
         for label in labels:

@@ -97,6 +97,34 @@ def time_rounds(fns: dict[str, Any], sets: list[Any], reps: int, flush: Any, rou
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def build_and_verify(sources: dict[str, Any], out: dict[str, Any], verify: bool = True) -> dict[str, Any]:
+    """Build every rendered kernel of `sources` ({name: Rendered}) at once and, unless `verify` is off,
+    run fact's verification protocol on each (5 seeds); records both in `out` ("kernels", "verify") and
+    returns the callable kernels by name."""
+    from fact.compile.cache import BuildCache, module_name_for
+    from fact.realize import build_request
+    from fact.realize.kernel import wrap
+    from fact.verify import GemmCase, Job, default_gemm_cases, run_job
+
+    cache = BuildCache(max_jobs=2)
+    with cf.ThreadPoolExecutor(8) as pool:
+        built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values()), strict=True))
+    kernels = {name: wrap(sources[name].spec, b.module) for name, b in built.items()}
+    out["kernels"] = {name: k.spec.name for name, k in kernels.items()}
+    out["verify"] = {}
+    for name, b in (built if verify else {}).items():
+        spec = sources[name].spec
+        o = run_job(Job(str(b.path), module_name_for(b.key), spec,
+                        tuple(default_gemm_cases(spec, GemmCase(1536, 1024, 4096, 1))), (0, 1, 2, 3, 4)),
+                    timeout=600)
+        rep = o.report
+        out["verify"][name] = {"category": o.category, "detail": o.detail[:1000],
+                               "passed": sum(r.passed for r in rep.results) if rep else 0,
+                               "cases": len(rep.results) if rep else 0, "max_rel_err": rep.worst if rep else None}
+        print(f"verify {name:<40} {spec.name} {out['verify'][name]}", flush=True)
+    return kernels
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/exact_fp32")))
@@ -112,11 +140,6 @@ def main() -> int:
         return 0
 
     import torch
-
-    from fact.compile.cache import BuildCache, module_name_for
-    from fact.realize import build_request
-    from fact.realize.kernel import wrap
-    from fact.verify import GemmCase, Job, default_gemm_cases, run_job
 
     torch.backends.cuda.matmul.allow_tf32 = False
     args.out.mkdir(parents=True, exist_ok=True)
@@ -134,22 +157,7 @@ def main() -> int:
         if args.variants:
             sources |= pickle.loads(args.variants.read_bytes())
         versions = sorted({name.split("_", 1)[0] for name in sources}, key=lambda v: (v != "old", v != "new", v))
-        cache = BuildCache(max_jobs=2)
-        with cf.ThreadPoolExecutor(8) as pool:
-            built = dict(zip(sources, pool.map(lambda r: cache.get(build_request(r)), sources.values()), strict=True))
-        kernels = {name: wrap(sources[name].spec, b.module) for name, b in built.items()}
-        out["kernels"] = {name: k.spec.name for name, k in kernels.items()}
-        out["verify"] = {}
-        for name, b in ({} if args.timing_only else built).items():
-            spec = sources[name].spec
-            o = run_job(Job(str(b.path), module_name_for(b.key), spec,
-                            tuple(default_gemm_cases(spec, GemmCase(1536, 1024, 4096, 1))), (0, 1, 2, 3, 4)),
-                        timeout=600)
-            rep = o.report
-            out["verify"][name] = {"category": o.category, "detail": o.detail[:1000],
-                                   "passed": sum(r.passed for r in rep.results) if rep else 0,
-                                   "cases": len(rep.results) if rep else 0, "max_rel_err": rep.worst if rep else None}
-            print(f"verify {name:<10} {spec.name} {out['verify'][name]}", flush=True)
+        kernels = build_and_verify(sources, out, verify=not args.timing_only)
         save()
 
         for role, base in ({} if args.timing_only else KERNELS).items():
