@@ -85,6 +85,33 @@ def test_tf32_rounding_and_split_are_exact_where_they_must_be() -> None:
     assert (err[normal] <= y.double().abs()[normal] * 2.0**-22).all()
 
 
+def test_kernel_rounds_small_parts_on_their_bits_as_the_model_and_cvt_rna_do() -> None:
+    """The mainloop rounds a small part to TF32 on its bits, (bits + 0x1000) & 0xffffe000, not by
+    cvt.rna.tf32.f32 (three instructions to two, between wgmma batches). Over every kind of finite fp32
+    value (subnormals, ties, carries into the next binade and to infinity) that is the model's
+    round_tf32, i.e. to nearest with ties away from zero; a NaN comes out NaN or zero, and both
+    accumulate into S only where big.big (which finish keeps then) holds the NaN or infinity."""
+    text = render(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")).sources
+    src = "".join(text.values())
+    assert "fact_rna_tf32_small(float rest) { return (__float_as_uint(rest) + 0x1000u) & 0xffffe000u; }" in src
+    assert "fact_rna_tf32(rest" not in src and "fact_rna_tf32((" not in src  # every small part takes it
+    g = torch.Generator().manual_seed(0)
+    bits = torch.randint(0, 2**32, (1 << 20,), generator=g, dtype=torch.int64)
+    special = torch.tensor([0, 0x1000, 0x0FFF, 0x1FFF, 0x007FF000, 0x007FFFFF, 0x3F801000, 0x3F803000,
+                            0x3FFFF000, 0x7F7FF000, 0x7F7FFFFF, 0x00000001], dtype=torch.int64)
+    bits = torch.cat([bits, special, special | 0x80000000])
+    x = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32).view(torch.float32)
+    kernel = (bits + 0x1000) & 0xFFFFE000
+    kernel = torch.where(kernel >= 2**31, kernel - 2**32, kernel).to(torch.int32).view(torch.float32)
+    finite = torch.isfinite(x)
+    assert torch.equal(kernel[finite], round_tf32(x)[finite])
+    normal = finite & (x.abs() >= 2.0**-126) & torch.isfinite(kernel)  # (the largest round up to infinity)
+    assert ((kernel[normal].double() - x[normal].double()).abs() <= x[normal].double().abs() * 2.0**-11).all()
+    assert torch.isinf(kernel[bits == 0x7F7FF000]).all()  # the largest values round up to infinity
+    nan = torch.isnan(x)
+    assert (torch.isnan(kernel[nan]) | (kernel[nan] == 0) | torch.isinf(kernel[nan])).all()
+
+
 def test_split_keeps_inf_and_nan() -> None:
     for how in ("round", "raw_big"):
         big, small = split(torch.tensor([float("inf"), -float("inf"), float("nan"), 3.4028235e38]), how)
@@ -590,7 +617,7 @@ def test_rendered_source_carries_the_design() -> None:
     assert "small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));" in p32_text
     assert "promoted + fmaf(small(i), kSmallUnscale, lost);" in p32_text
     # the small parts scaled by 2^10 (exact), S scaled back: only where S has an accumulator of its own
-    assert "small = fact_rna_tf32(rest * kSmallScale);" in text and "constexpr float kSmallScale = 1024.f;" in text
+    assert "small = fact_rna_tf32_small(rest * kSmallScale);" in text and "constexpr float kSmallScale = 1024.f;" in text
     acc2 = GemmSpec(**{**exact_sm90()[0].__dict__, "tiles": Sm90SplitTiles((128, 192, 16), accumulators=2)})
     acc2_text = render(acc2).sources[f"{acc2.name}.cu"]
     assert "constexpr float kSmallScale = 1.f;" in acc2_text

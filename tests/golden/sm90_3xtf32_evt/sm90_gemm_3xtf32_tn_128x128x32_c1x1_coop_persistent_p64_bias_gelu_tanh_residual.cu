@@ -91,6 +91,14 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
   return bits;
 }
 
+// rna_tf32 of a small part, on its bits: half of TF32's last place added to the magnitude and the 13
+// dropped bits cleared round every finite value to nearest, ties away, as cvt.rna does (a carry into
+// the exponent is the rounding up into the next binade). Two instructions where ptxas spells cvt.rna in
+// three, on the path between wgmma batches where the mainloop splits. A NaN may come out as a zero (the
+// sign bit takes the carry); a small part is NaN only where x is infinite or NaN, and there big.big,
+// which holds the infinity or NaN, decides the output (finish).
+CUTLASS_DEVICE uint32_t fact_rna_tf32_small(float rest) { return (__float_as_uint(rest) + 0x1000u) & 0xffffe000u; }
+
 // Rounded up to infinity, x is above the largest TF32 (then truncated), or a NaN whose payload lies
 // only in the 13 bits TF32 drops. kKeepLowNans ORs the exponent into the mantissa, which keeps such a
 // NaN a NaN and changes no finite x that gets there (their top ten mantissa bits are all ones). It is
@@ -120,7 +128,7 @@ CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
     big = kKeepLowNans ? (word & 0xffffe000u) | ((word & 0x7f800000u) >> 8) : word & 0xffffe000u;
   }
   float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // NaN stays NaN in both parts
-  small = fact_rna_tf32(rest * kSmallScale);
+  small = fact_rna_tf32_small(rest * kSmallScale);
   word = big;
 }
 
