@@ -572,6 +572,18 @@ def model_check(kernels_built: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def output_name(only: str | None) -> str:
+    """exact_fp32.json, or exact_fp32_ONLY.json for --only ONLY (its commas as dashes); a selection
+    too long for a file name is named by its count and a digest of it."""
+    if not only:
+        return "exact_fp32.json"
+    name = f"exact_fp32_{only.replace(',', '-')}.json"
+    if len(name) <= 200:
+        return name
+    import hashlib
+    return f"exact_fp32_{len(only.split(','))}_cases_{hashlib.sha256(only.encode()).hexdigest()[:12]}.json"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/exact_fp32")),
@@ -596,7 +608,7 @@ def main() -> int:
         SELECTED = chosen
     args.out.mkdir(parents=True, exist_ok=True)
     # a run of some cases writes its own file, so that split runs do not overwrite each other
-    path = args.out / (f"exact_fp32_{args.only.replace(',', '-')}.json" if args.only else "exact_fp32.json")
+    path = args.out / output_name(args.only)
     wanted = args.only.split(",") if args.only else []
     if args.dry_run:
         path.write_text(json.dumps({"dry_run": True, "plan": plan(), "rows": []}, indent=1))

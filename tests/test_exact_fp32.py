@@ -909,3 +909,8 @@ def test_gpu_script_dry_run() -> None:
     lifted = [c for c in plan["plan"]["cases"] if c["label"] == "subnormal_presplit"]
     assert lifted and all(k.endswith("presplit") for k in lifted[0]["kernels"])
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
+    sys.path.insert(0, str(REPO / "scripts"))
+    from gpu_exact_fp32 import output_name
+    assert output_name(None) == "exact_fp32.json" and output_name("square,tiny") == "exact_fp32_square-tiny.json"
+    labels = ",".join(c["label"] for c in plan["plan"]["cases"])  # a long selection: a name any file system takes
+    assert len(output_name(labels)) < 80 and output_name(labels) != output_name(labels + ",tiny")
