@@ -782,6 +782,7 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
 
 
+@pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.nvcc
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
@@ -818,6 +819,7 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
         assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
 
 
+@pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.nvcc
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
