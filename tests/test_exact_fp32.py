@@ -86,15 +86,20 @@ def test_tf32_rounding_and_split_are_exact_where_they_must_be() -> None:
 
 
 def test_kernel_rounds_small_parts_on_their_bits_as_the_model_and_cvt_rna_do() -> None:
-    """The mainloop rounds a small part to TF32 on its bits, (bits + 0x1000) & 0xffffe000, not by
-    cvt.rna.tf32.f32 (three instructions to two, between wgmma batches). Over every kind of finite fp32
-    value (subnormals, ties, carries into the next binade and to infinity) that is the model's
-    round_tf32, i.e. to nearest with ties away from zero; a NaN comes out NaN or zero, and both
-    accumulate into S only where big.big (which finish keeps then) holds the NaN or infinity."""
-    text = render(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")).sources
-    src = "".join(text.values())
-    assert "fact_rna_tf32_small(float rest) { return (__float_as_uint(rest) + 0x1000u) & 0xffffe000u; }" in src
-    assert "fact_rna_tf32(rest" not in src and "fact_rna_tf32((" not in src  # every small part takes it
+    """With three accumulators the mainloop rounds a small part to TF32 on its bits, (bits + 0x1000) &
+    0xffffe000, not by cvt.rna.tf32.f32 (three instructions to two, between wgmma batches); with two it
+    keeps cvt.rna. The rendered formula is the model's round_tf32 (rounding to nearest, ties away),
+    checked here over every kind of finite fp32 value (subnormals, ties, carries into the next binade
+    and to infinity); the GPU test below checks it against cvt.rna itself on all 2^32 patterns. The
+    GPU's NaN, 0x7fffffff, comes out as -0."""
+    bit_rounding = "fact_rna_tf32_small(float rest) { return (__float_as_uint(rest) + 0x1000u) & 0xffffe000u; }"
+    for spec in (spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90"), exact_sm90()[0]):
+        src = "".join(render(spec).sources.values())
+        assert bit_rounding in src and "fact_rna_tf32(rest" not in src and "fact_rna_tf32((" not in src
+    acc2 = GemmSpec(**{**exact_sm90()[0].__dict__, "tiles": Sm90SplitTiles((128, 192, 16), accumulators=2)})
+    for tiles in (acc2.tiles, dataclasses.replace(acc2.tiles, raw_big=True)):
+        src = "".join(render(GemmSpec(**{**acc2.__dict__, "tiles": tiles})).sources.values())
+        assert bit_rounding not in src and "fact_rna_tf32_small(float rest) { return fact_rna_tf32(rest); }" in src
     g = torch.Generator().manual_seed(0)
     bits = torch.randint(0, 2**32, (1 << 20,), generator=g, dtype=torch.int64)
     special = torch.tensor([0, 0x1000, 0x0FFF, 0x1FFF, 0x007FF000, 0x007FFFFF, 0x3F801000, 0x3F803000,
@@ -108,8 +113,50 @@ def test_kernel_rounds_small_parts_on_their_bits_as_the_model_and_cvt_rna_do() -
     normal = finite & (x.abs() >= 2.0**-126) & torch.isfinite(kernel)  # (the largest round up to infinity)
     assert ((kernel[normal].double() - x[normal].double()).abs() <= x[normal].double().abs() * 2.0**-11).all()
     assert torch.isinf(kernel[bits == 0x7F7FF000]).all()  # the largest values round up to infinity
-    nan = torch.isnan(x)
-    assert (torch.isnan(kernel[nan]) | (kernel[nan] == 0) | torch.isinf(kernel[nan])).all()
+    assert ((0x7FFFFFFF + 0x1000) & 0xFFFFE000) == 0x80000000  # the GPU's NaN: -0
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_bit_rounding_is_cvt_rna_on_every_finite_fp32(tmp_path: Path) -> None:
+    """On the GPU: the rendered fact_rna_tf32_small against cvt.rna.tf32.f32 on all 2^32 bit patterns;
+    equal on every finite one, and the GPU's NaN (what x - big gives where x is infinite) becomes -0."""
+    from torch.utils.cpp_extension import load_inline
+
+    src = "".join(render(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")).sources.values())
+    [rounding] = [line for line in src.splitlines() if line.startswith("CUTLASS_DEVICE uint32_t fact_rna_tf32_small")]
+    module = load_inline(
+        name="fact_rna_check", build_directory=str(tmp_path), cpp_sources="torch::Tensor check();",
+        functions=["check"], cuda_sources=f"""
+#include <torch/extension.h>
+#include <cstdint>
+#define CUTLASS_DEVICE __forceinline__ __device__
+{rounding}
+__global__ void fact_rna_check(unsigned long long* out) {{
+  unsigned long long finite = 0, wrong = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < (1ull << 32); i += uint64_t(gridDim.x) * blockDim.x) {{
+    float const x = __uint_as_float(uint32_t(i));
+    uint32_t want;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(want) : "f"(x));
+    if (isfinite(x)) {{ ++finite; wrong += fact_rna_tf32_small(x) != want; }}
+  }}
+  atomicAdd(out, finite);
+  atomicAdd(out + 1, wrong);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {{
+    float const inf = __uint_as_float(uint32_t(out[2]) | 0x7f800000u);  // read: not folded at compile time
+    out[2] = fact_rna_tf32_small(inf - inf);
+  }}
+}}
+torch::Tensor check() {{
+  auto out = torch::zeros({{3}}, torch::dtype(torch::kInt64).device(torch::kCUDA));
+  fact_rna_check<<<2048, 256>>>(reinterpret_cast<unsigned long long*>(out.data_ptr<int64_t>()));
+  return out;
+}}
+""")
+    finite, wrong, nan_small = module.check().tolist()
+    assert finite == 2**32 - 2**24 and wrong == 0
+    assert nan_small == 0x80000000
 
 
 def test_split_keeps_inf_and_nan() -> None:
@@ -826,9 +873,10 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
                     reason="needs an sm90 GPU")
 def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: fact's large-K pick (a raw big part, A split in registers, parallel split-K) with
-    infinities and a NaN in A and B. Its split leaves an infinity's small part NaN (no test on the path
-    between wgmma batches); only outputs whose big.big sum is already infinite or NaN see it, and there
-    finish keeps that sum. Non-finite entries where SGEMM's are, the finite ones within its error."""
+    infinities and a NaN in A and B. Its split tests nothing on the path between wgmma batches: an
+    infinity's rest is inf - inf, NaN, whose small part the bit rounding makes -0; only big.big carries
+    the infinity or NaN, and where that sum is infinite or NaN finish keeps it. Non-finite entries where
+    SGEMM's are, the finite ones within its error."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
@@ -893,7 +941,7 @@ def test_ab_script_renders_the_roles_it_is_given(tmp_path: Path) -> None:
     assert cases.returncode == 2 and "--cases" in cases.stderr
 
 
-def test_gpu_script_dry_run() -> None:
+def test_gpu_script_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = REPO / "scripts" / "gpu_exact_fp32.py"
     help_text = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, env=env,
@@ -911,7 +959,7 @@ def test_gpu_script_dry_run() -> None:
     lifted = [c for c in plan["plan"]["cases"] if c["label"] == "subnormal_presplit"]
     assert lifted and all(k.endswith("presplit") for k in lifted[0]["kernels"])
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
-    sys.path.insert(0, str(REPO / "scripts"))
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     from gpu_exact_fp32 import output_name
     assert output_name(None) == "exact_fp32.json" and output_name("square,tiny") == "exact_fp32_square-tiny.json"
     labels = ",".join(c["label"] for c in plan["plan"]["cases"])  # a long selection: a name any file system takes

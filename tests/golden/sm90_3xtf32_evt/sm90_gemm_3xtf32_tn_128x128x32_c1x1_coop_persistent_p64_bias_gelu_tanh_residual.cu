@@ -90,13 +90,15 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
   return bits;
 }
-
 // rna_tf32 of a small part, on its bits: half of TF32's last place added to the magnitude and the 13
 // dropped bits cleared round every finite value to nearest, ties away, as cvt.rna does (a carry into
-// the exponent is the rounding up into the next binade). Two instructions where ptxas spells cvt.rna in
-// three, on the path between wgmma batches where the mainloop splits. A NaN may come out as a zero (the
-// sign bit takes the carry); a small part is NaN only where x is infinite or NaN, and there big.big,
-// which holds the infinity or NaN, decides the output (finish).
+// the exponent is the rounding up into the next binade; test_exact_fp32.py checks all 2^32 patterns
+// against cvt.rna on the GPU). Two instructions where ptxas spells cvt.rna in three, on the path between
+// wgmma batches where the mainloop splits. A NaN comes out as -0: the GPU's NaN, 0x7fffffff, carries
+// into the sign bit. A small part is NaN only where x is infinite or NaN, and there big.big, which holds
+// the infinity or NaN, decides the output (finish). Not with two accumulators, where P takes the residual
+// products too: a NaN whose payload lies only in the dropped bits has an infinite big part there, and
+// only its NaN small part keeps the output NaN, as SGEMM's is.
 CUTLASS_DEVICE uint32_t fact_rna_tf32_small(float rest) { return (__float_as_uint(rest) + 0x1000u) & 0xffffe000u; }
 
 // Rounded up to infinity, x is above the largest TF32 (then truncated), or a NaN whose payload lies
@@ -127,7 +129,7 @@ CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
   if (isinf(__uint_as_float(big)) && !isinf(x)) {
     big = kKeepLowNans ? (word & 0xffffe000u) | ((word & 0x7f800000u) >> 8) : word & 0xffffe000u;
   }
-  float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // NaN stays NaN in both parts
+  float const rest = isinf(x) ? 0.f : x - __uint_as_float(big);  // a NaN's big part is NaN (or inf: see above)
   small = fact_rna_tf32_small(rest * kSmallScale);
   word = big;
 }
