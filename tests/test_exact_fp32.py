@@ -790,6 +790,16 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
         assert fact_err <= sgemm_err * tie, (m, n, k, fact_err, sgemm_err)
 
 
+def _like_sgemm(out: torch.Tensor, sgemm: torch.Tensor, ref: torch.Tensor, *context: Any) -> None:
+    """A kernel's output against SGEMM's on the same inputs: non-finite entries where SGEMM's are, and
+    the finite ones no further from the float64 product `ref` than SGEMM's (relative Frobenius error)."""
+    assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf()), context
+    finite = ref.isfinite()
+    fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
+    sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
+    assert fact_err <= sgemm_err, (*context, fact_err, sgemm_err)
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.nvcc
@@ -822,11 +832,7 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         ref = a.double() @ b.double()
         out = kernel(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
         sgemm = a @ b
-        assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
-        finite = ref.isfinite()
-        fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
-        sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
-        assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
+        _like_sgemm(out, sgemm, ref, small_side)
 
 
 @pytest.mark.gpu
@@ -859,11 +865,7 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
         out = torch.full((batch, m, n), float("nan"), device="cuda")
         kernel(a, b.transpose(1, 2).contiguous().transpose(1, 2), None, None, out)
         sgemm = a @ b
-        assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
-        finite = ref.isfinite()
-        fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
-        sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
-        assert fact_err <= sgemm_err, (small_side, fact_err, sgemm_err)
+        _like_sgemm(out, sgemm, ref, small_side)
 
 
 @pytest.mark.gpu
@@ -894,12 +896,8 @@ def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(tmp_path_facto
     out = torch.full((m, n), float("nan"), device="cuda")
     kernel(a, w.T, None, None, out)
     sgemm = a @ w.T
-    assert torch.equal(out.isnan(), sgemm.isnan()) and torch.equal(out.isinf(), sgemm.isinf())
+    _like_sgemm(out, sgemm, ref)
     assert torch.equal(out[out.isinf()], sgemm[sgemm.isinf()])  # the signs too
-    finite = ref.isfinite()
-    fact_err = float((out.double() - ref)[finite].norm() / ref[finite].norm())
-    sgemm_err = float((sgemm.double() - ref)[finite].norm() / ref[finite].norm())
-    assert fact_err <= sgemm_err, (fact_err, sgemm_err)
 
 
 # --- the GPU script -------------------------------------------------------------------------------
