@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Subnormal operands in the sm90 exact-fp32 presplit kernels: the balanced power-of-two shift
-(`balanced_shift` in templates/sm90_gemm_3xtf32.cu.j2) against the kernels without it.
+(`fact_balanced_shift` in templates/_3xtf32_split.j2) against the kernels without it.
 
     python scripts/gpu_subnormal_lift.py --out $OUT [--baseline DIR]
 

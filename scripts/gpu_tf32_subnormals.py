@@ -8,7 +8,7 @@ with an exact answer that fp32 holds:
 - subnormal sum: A = B = 2^-70, K = 1024: the sum 2^-130 itself is subnormal.
 The same products with TF32 off (SGEMM) are the control. The 3xTF32 kernel's residual products lie
 2^11 below its big.big products; this says whether the tensor core flushes such values to zero where
-they fall below the normal range (templates/sm90_gemm_3xtf32.cu.j2, kSmallScale). Powers of two are
+they fall below the normal range (templates/_3xtf32_split.j2, kSmallScale). Powers of two are
 exact under any truncation, so it says nothing of the rounding there.
 
     python scripts/gpu_tf32_subnormals.py --out OUT    # writes OUT/tf32_subnormals.json

@@ -76,7 +76,7 @@ def round_tf32(x: torch.Tensor) -> torch.Tensor:
 
 # The kernel stores the small parts times this and scales their products' sum back at the end, which
 # keeps that sum in fp32's normal range where the inputs' products are near its bottom (kSmallScale in
-# templates/sm90_gemm_3xtf32.cu.j2).
+# templates/_3xtf32_split.j2).
 SMALL_SCALE = 2.0**10
 # The raw-big split's small part (x - trunc_tf32(x)) can be twice the rounded split's: scaled by half as
 # much, the residual sum keeps the same bound (kSmallScale with raw_big).
