@@ -16,7 +16,8 @@ sets, SGEMM timed the same way in the same process. Rows are saved as they come,
 keeps what it measured. For transposed operands a kernel built for K-major operands is timed with the
 copy that makes them K-major, and the row says so; one built for the case's layouts (the `_nn` / `_tt` /
 `_nt` roles, and every `presplit` kernel, whose split pass reads any layout) gets them as they are.
-The role `default_<case>` is the kernel fact itself picks for the case (fact.realize.choose).
+The role `default_<case>` is the kernel fact itself picks for the case (fact.realize.choose); where fact
+refuses the case (`exact_refusal`: the original op stays), its row says why and runs nothing.
 
 The build cache is FACT_CACHE_DIR (default ~/.cache/fact); builds run in parallel on all cores
 (MAX_JOBS is set per build from --jobs). Where one command may run at most 10 minutes, keep the cache
@@ -197,6 +198,14 @@ class Case:
         """Bias, tanh-GELU and residual after the product (its kernels are the `evt_` ones)."""
         return self.kernels[0].startswith("evt")
 
+    @property
+    def refusal(self) -> str | None:
+        """Why fact serves this problem with no 3xTF32 kernel (the original op stays), or None."""
+        from fact.realize.choose import exact_refusal
+
+        b, m, n, k = self.shape
+        return exact_refusal(m, n, k, b)
+
 
 def cases(quick: bool = False) -> list[Case]:
     sweep = tuple(f"gemm_p{p}" for p in PROMOTIONS)
@@ -319,7 +328,7 @@ def env_info() -> dict[str, Any]:
 
 def plan() -> dict[str, Any]:
     return {"kernels": [s.name for s in kernels().values()],
-            "cases": [{**asdict(c), "shape": list(c.shape)} for c in cases()]}
+            "cases": [{**asdict(c), "shape": list(c.shape), "refused": c.refusal} for c in cases()]}
 
 
 # --- build and standard verification ----------------------------------------------------------------
@@ -515,6 +524,9 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
                                    "layout": case.layout, "seed": seed, "kernel_role": role,
                                    "sgemm_err": sgemm_err, "sgemm_ms": sgemm_ms,
                                    "copy_included": kernel is not None and case.layout != built_for(kernel)}
+            if role == default and case.refusal:  # fact keeps the original op: nothing of its to run
+                rows.append({**row, "refused": case.refusal})
+                continue
             if kernel is None:
                 rows.append({**row, "error": "kernel not built"})
                 continue
@@ -657,7 +669,7 @@ def main() -> int:
         timed = [r for r in out["rows"] if r.get("speedup_vs_sgemm")]
         out["summary"] = {
             "rows": len(out["rows"]),
-            "fact_le_sgemm_everywhere": all(r.get("fact_le_sgemm", False) for r in out["rows"]),
+            "fact_le_sgemm_everywhere": all(r.get("fact_le_sgemm", False) for r in out["rows"] if "refused" not in r),
             "best_speedup_by_case": {c: max(r["speedup_vs_sgemm"] for r in timed if r["case"] == c)
                                      for c in sorted({r["case"] for r in timed})},
         }

@@ -954,6 +954,8 @@ def test_gpu_script_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
     shapes = [tuple(c["shape"]) for c in plan["plan"]["cases"]]
     assert (1, 256, 256, 524288) in shapes and (1, 4096, 4096, 4096) in shapes and (128, 512, 2048, 1024) in shapes
     assert {"denormal", "subnormal", "subnormal_b", "mixed", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
+    refused = {c["label"]: c["refused"] for c in plan["plan"]["cases"] if c["refused"]}
+    assert "K = 12" in refused["tiny"] and "square_4096" not in refused  # fact keeps the op: its row runs nothing
     lifted = [c for c in plan["plan"]["cases"] if c["label"] == "subnormal_presplit"]
     assert lifted and all(k.endswith("presplit") for k in lifted[0]["kernels"])
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
