@@ -733,11 +733,16 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     assert (tmp_path / "kernel.o").stat().st_size > 0
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-@pytest.mark.nvcc
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
-                    reason="needs an sm90 GPU")
+def _on_sm90_gpu(test: Any) -> Any:
+    """The marks of a test that builds an sm90 kernel with nvcc and runs it on an sm90 GPU."""
+    for mark in (pytest.mark.gpu, pytest.mark.slow, pytest.mark.nvcc,
+                 pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
+                                    reason="needs an sm90 GPU")):
+        test = mark(test)
+    return test
+
+
+@_on_sm90_gpu
 @pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", pytest.param("subnormal", marks=pytest.mark.xfail(
     strict=True, reason="a subnormal operand keeps fewer bits in TF32 where the mainloop splits it, and these shapes run "
                         "stream-K or split-K, which do not lift it (GemmSpec.lifts_in_mainloop): 5.8e-6 against "
@@ -800,11 +805,7 @@ def _like_sgemm(out: torch.Tensor, sgemm: torch.Tensor, ref: torch.Tensor, *cont
     assert fact_err <= sgemm_err, (*context, fact_err, sgemm_err)
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-@pytest.mark.nvcc
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
-                    reason="needs an sm90 GPU")
+@_on_sm90_gpu
 @pytest.mark.parametrize("layouts", [(ROW, COL), (COL, ROW)])
 def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout],
                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -835,11 +836,7 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         _like_sgemm(out, sgemm, ref, small_side)
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-@pytest.mark.nvcc
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
-                    reason="needs an sm90 GPU")
+@_on_sm90_gpu
 def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: fact's pick for a batched product (8 x 512 x 1024 x 1028: persistent, split in the
     mainloop) with every entry of A, then of B, subnormal, next to SGEMM on the same inputs; an
@@ -868,11 +865,7 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
         _like_sgemm(out, sgemm, ref, small_side)
 
 
-@pytest.mark.gpu
-@pytest.mark.slow
-@pytest.mark.nvcc
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0),
-                    reason="needs an sm90 GPU")
+@_on_sm90_gpu
 def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: fact's large-K pick (a raw big part, A split in registers, parallel split-K) with
     infinities and a NaN in A and B. Its split tests nothing on the path between wgmma batches: an
