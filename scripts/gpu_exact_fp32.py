@@ -152,6 +152,10 @@ def named_kernels() -> dict[str, GemmSpec]:
                                       promotion=128, a_in_registers=True)
     out["streamk_k32_p128_rawbig_rs"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK,
                                              promotion=128, raw_big=True, a_in_registers=True)
+    # ... without its promotions' rounding errors, as from choose.PLAIN_PROMOTION_MIN_K on
+    out["streamk_k32_p128_rawbig_rs_plain"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK,
+                                                   promotion=128, raw_big=True, a_in_registers=True,
+                                                   plain_promotion=True)
     # parallel split-K: the K slices as batches, their partials added by a kernel of their own
     for tile in ((128, 128, 16), (128, 128, 32)):
         out[f"splitk_k{tile[2]}_p128_rawbig_rs"] = spec(Mode.SPLITK_PARALLEL, tile=tile, promotion=128, raw_big=True,
@@ -250,6 +254,9 @@ def cases(quick: bool = False) -> list[Case]:
         Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, *layouts("nt"))),
         Case("large_k_524288", (1, 256, 256, 524288), kernels=(*streamk, "gemm_p128")),
         Case("large_k_131072", (1, 256, 256, 131072), kernels=streamk),
+        # the large-K kernel's error margin where SGEMM errs least (bf16 values: exact products) and on eight decades
+        *(Case(f"large_k_{k}_{inputs}", (1, 256, 256, k), inputs, seeds=SEEDS[:2], kernels=streamk)
+          for k in (131072, 262144, 524288) for inputs in ("uniform", "bf16", "wide") if inputs != "uniform" or k == 262144),
         Case("wide_2048", (1, 2048, 2048, 2048), "wide", kernels=(*sweep, *k16, *rs, *checked)),
         Case("wide_k65536", (1, 512, 512, 65536), "wide", kernels=(*streamk, "gemm_p64")),
         Case("not_tile_aligned", (1, 1000, 1004, 1028), kernels=(*sweep, *k16, *rs, *checked)),  # M, N, K off the tiles

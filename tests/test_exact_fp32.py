@@ -19,7 +19,14 @@ from fact.core.specs import ProblemShape
 from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
-from fact.realize.choose import exact_refusal, presplit_pays, promotion_for, sm90_3xtf32_spec
+from fact.realize.choose import (
+    PLAIN_PROMOTION_MIN_K,
+    exact_refusal,
+    presplit_pays,
+    promotion_for,
+    sm90_3xtf32_spec,
+    split_accuracy_refusal,
+)
 from fact.realize.exact_fp32 import (
     LIFT_BELOW,
     RAW_BIG_SMALL_SCALE,
@@ -354,7 +361,7 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    for added in ("a_in_registers", "accumulators", "presplit", "raw_big"):  # the key before these fields
+    for added in ("a_in_registers", "accumulators", "presplit", "raw_big", "plain_promotion"):  # the key before these
         del before["tiles"][added]
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
@@ -404,7 +411,11 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     # one or over more tiles; both split A in registers at tile K 32 (choose.LARGE_K_TILE, SPLITK_TILES)
     large_k = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")  # 509x384: 12 tiles
     assert large_k.mode is Mode.SPLITK_PARALLEL and large_k.tiles.scheduler is Scheduler.PERSISTENT
-    assert large_k.compensated and not large_k.tiles.compensated  # the spec keeps the errors, as stream-K does
+    # from K 262144 the promotions' rounding errors are dropped (choose.PLAIN_PROMOTION_MIN_K); below, split-K
+    # keeps them, as stream-K does
+    assert large_k.tiles.plain_promotion and not large_k.compensated and large_k.name.endswith("_rawbig_plain_splitk_parallel")
+    kept = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
+    assert kept.compensated and not kept.tiles.compensated and not kept.tiles.plain_promotion
     for streamk in (_match(k=524288, pattern="gemm_large_k", chain=("bias",)),
                     _match(k=524288, pattern="gemm_large_k", n=2048)):  # 64 tiles
         spec = spec_for(streamk, "sm90")
@@ -455,6 +466,52 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     # one GEMM under one wave (33 to 132 tiles): every 32 below K 4096, then every 64 up to 16384; a batch as before
     assert [promotion_for(k, 1024, 1536) for k in (1024, 4095, 4096, 16383, 16384)] == [32, 32, 64, 64, 128]
     assert [promotion_for(k, 1536, 1536) for k in (1024, 4095, 4096)] == [64, 64, 128]  # 144 tiles: as before
+
+
+def test_b_split_takes_turns_where_a_is_split_in_registers() -> None:
+    """With A split in registers the two consumer warpgroups take turns at B's split, two k-tiles ahead,
+    each announcing its stage on a barrier of the pipeline's; no named barrier a stage joins them. The
+    shared-memory split keeps its named barrier. Three stages at least, or the tile is refused."""
+    rs = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
+    text = render(rs).sources[f"{rs.name}.cu"]
+    mma = text[text.index("B's split by turns"):text.index("CUTLASS_DEVICE void mma_tail")]
+    assert "using MainloopPipeline = FactTurnsPipeline<Stages_>;" in text and "split_done" not in mma
+    assert "pipeline.b_split_wait(state.index(), state.phase());" in mma and "pipeline.b_split_arrive(state.index());" in mma
+    assert "split_stage<cutlass::NumThreadsPerWarpGroup>(storage, state.index(), group_thread);" in mma
+    assert "if ((tile & 1) == warp_group && tile + 2 < k_tile_count) {" in mma  # warpgroup w: the k-tiles t % 2 == w
+    assert "int const heavy_block = warp_group == 0 ? kBlocks - 1 : kBlocks / 2 - 1;" in mma
+    assert 'static_assert(Stages_ >= 3, "the turns of B\'s split need three stages");' in text
+    smem = spec_for(_match(chain=("bias", "relu")), "sm90")
+    smem_text = render(smem).sources[f"{smem.name}.cu"]
+    assert "split_done.arrive_and_wait();" in smem_text and "FactTurnsPipeline" not in smem_text
+    deep_k = GemmSpec(**{**rs.__dict__, "tiles": dataclasses.replace(rs.tiles, tile=(128, 128, 48), promotion=96)})
+    with pytest.raises(SpecError, match="three stages"):
+        deep_k.validate()
+    # the warpgroups promote in different k-tiles: warpgroup 1's first interval is the shorter
+    assert "int since_promotion = warp_group == 0 ? 0 : PromotionTiles - 1 - ((PromotionTiles / 2) & ~1);" in mma
+    for tiles, first in ((1, 0), (2, 0), (4, 2), (8, 4)):
+        offset = tiles - 1 - ((tiles // 2) & ~1)  # the template's since_promotion for warpgroup 1
+        assert tiles - offset - 1 == first and first % 2 == 0
+
+
+def test_plain_promotion_only_from_its_depth() -> None:
+    """From PLAIN_PROMOTION_MIN_K the large-K kernels drop their promotions' rounding errors (split-K and
+    stream-K alike); below it a kernel that drops them under one wave is refused, named apart, keyed
+    apart."""
+    for k in (PLAIN_PROMOTION_MIN_K // 2, PLAIN_PROMOTION_MIN_K, 2 * PLAIN_PROMOTION_MIN_K):
+        for chain in ((), ("bias",)):
+            spec = spec_for(_match(k=k, pattern="gemm_large_k", n=256, chain=chain), "sm90")
+            assert spec.tiles.plain_promotion is (k >= PLAIN_PROMOTION_MIN_K), (k, chain)
+            assert spec.compensated is (k < PLAIN_PROMOTION_MIN_K) and spec.name.endswith(
+                "_bias" if chain else "_splitk_parallel") and ("_plain" in spec.name) is spec.tiles.plain_promotion
+    plain = spec_for(_match(k=PLAIN_PROMOTION_MIN_K, pattern="gemm_large_k", n=256), "sm90")
+    kept = dataclasses.replace(plain.tiles, plain_promotion=False)
+    assert split_accuracy_refusal(plain.tiles, 256, 256, PLAIN_PROMOTION_MIN_K, mode=plain.mode) is None
+    assert "from K = 262144 on" in split_accuracy_refusal(plain.tiles, 256, 256, 131072, mode=plain.mode)
+    assert split_accuracy_refusal(kept, 256, 256, 131072, mode=plain.mode) is None
+    assert GemmSpec(**{**plain.__dict__, "tiles": kept}).key != plain.key
+    with pytest.raises(SpecError, match="three accumulators"):
+        GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(plain.tiles, accumulators=2)}).validate()
 
 
 def test_outputs_under_one_wave_run_stream_k() -> None:
@@ -643,14 +700,18 @@ def test_rendered_source_carries_the_design() -> None:
     assert "small(i) = fmaf(" not in text and "promote(accum, big, small);" in text
     p32 = GemmSpec(**{**spec.__dict__, "tiles": Sm90SplitTiles(promotion=32)})
     assert p32.tiles.compensated and not spec.tiles.compensated
-    large_k = spec_for(_match(k=524288, pattern="gemm_large_k", chain=("bias",)), "sm90")
-    assert large_k.tiles.compensated  # stream-K keeps them
+    large_k = spec_for(_match(k=131072, pattern="gemm_large_k", chain=("bias",)), "sm90")
+    assert large_k.tiles.compensated  # stream-K keeps them (below choose.PLAIN_PROMOTION_MIN_K)
     # stream-K's partial sums added without red.global.add.f32, which flushes subnormals; so in K order only
     streamk_text = render(large_k).sources[f"{large_k.name}.cu"]
     # parallel split-K keeps them too; its slices are the GEMM's batches, fact's kernel adds them
-    splitk = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
+    splitk = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
     splitk_text = render(splitk).sources[f"{splitk.name}.cu"]
     assert splitk.mode is Mode.SPLITK_PARALLEL and "small(i) = fmaf(big(i) - (sum - accum(i))" in splitk_text
+    # ... but not from choose.PLAIN_PROMOTION_MIN_K on
+    deep = spec_for(_match(k=524288, pattern="gemm_large_k"), "sm90")
+    deep_text = render(deep).sources[f"{deep.name}.cu"]
+    assert deep.mode is Mode.SPLITK_PARALLEL and "small(i) = fmaf(" not in deep_text and "accum(i) += big(i);" in deep_text
     assert "GemmUniversalMode::kBatched" in splitk_text and "fact_splitk_reduce<float>" in splitk_text
     assert "auto_splits(g, tile_k)" in splitk_text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in splitk_text
     assert "atomic_add" not in splitk_text and "CUTLASS_ENABLE_GDC" not in streamk_text

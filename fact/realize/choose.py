@@ -59,6 +59,14 @@ RAW_BIG_MIN_K = 65536
 # 0.280-0.299 at 256x256x131072 (one seed 0.331), and 0.380-0.394 against 0.415-0.425 on eight decades at
 # 512x512x65536, with the same errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
 LARGE_K_TILE = (128, 128, 32)
+# From this depth those kernels also drop their promotions' rounding errors (Sm90SplitTiles.plain_promotion),
+# which stream-K and split-K keep elsewhere (under_one_wave). On an H200 (256x256, 2 seeds each,
+# results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 4-9 % faster at K 262144
+# and 1-7 % at 524288, erring 4.3e-7 against SGEMM's 1.13e-6 (uniform), 2.2e-7 against 5.3e-7 (bf16
+# values, where SGEMM errs least) and 4.8e-7 against 7.9e-7 (eight decades) at 262144, and 2.6e-7 to
+# 5.2e-7 against 8.3e-7 to 1.6e-6 at 524288. At 131072 eight decades left too thin a margin (4.56e-7
+# against SGEMM's 5.8e-7, kept: 4.44e-7), so the errors stay kept below this depth.
+PLAIN_PROMOTION_MIN_K = 262144
 # A GEMM without an epilogue chain over at most this many output tiles runs parallel split-K (its K slices
 # as the batches of one persistent kernel, their fp32 partials added in slice order by a kernel of fact's),
 # not stream-K, whose splits wait on each other to add theirs through one workspace tile (about 0.1 ms on
@@ -233,7 +241,10 @@ def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch:
         return f"promotes every {tiles.promotion}, longer than the {longest} allowed at K = {k}"
     if tiles.raw_big and k < RAW_BIG_MIN_K:
         return f"leaves x as its big part, which keeps SGEMM's accuracy from K = {RAW_BIG_MIN_K} on, not at K = {k}"
-    if under_one_wave(m, n, batch) and not tiles.compensated_in(mode):
+    if tiles.plain_promotion and k < PLAIN_PROMOTION_MIN_K:
+        return (f"drops its promotions' rounding errors under any schedule, which keeps SGEMM's accuracy from "
+                f"K = {PLAIN_PROMOTION_MIN_K} on, not at K = {k}")
+    if under_one_wave(m, n, batch) and not tiles.compensated_in(mode) and k < PLAIN_PROMOTION_MIN_K:
         return (f"drops its promotions' rounding errors, which an output of {m}x{n} (under one wave) needs "
                 "to stay within SGEMM's error")
     return None
@@ -266,7 +277,8 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         cluster = SPLITK_CLUSTER
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
-                           a_in_registers=in_registers, raw_big=raw_big)
+                           a_in_registers=in_registers, raw_big=raw_big,
+                           plain_promotion=in_registers and p.k >= PLAIN_PROMOTION_MIN_K)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

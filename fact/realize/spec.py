@@ -132,19 +132,24 @@ class Sm90SplitTiles(Sm90Tiles):
     accumulators: int = 3
     presplit: bool = False
     raw_big: bool = False
+    # the promotions' rounding errors dropped under stream-K and parallel split-K too, where the kernel
+    # keeps them otherwise: only from K = fact.realize.choose.PLAIN_PROMOTION_MIN_K on
+    plain_promotion: bool = False
 
     @property
     def compensated(self) -> bool:
         """Whether each promotion's rounding error joins the residual accumulator S (which it needs of
         its own): at promotion every COMPENSATED_PROMOTION or less, and under stream-K, whose long sums
-        over few output tiles meet a cuBLAS that splits K (fact.realize.exact_fp32 models it)."""
-        return self.accumulators == 3 and (self.promotion <= COMPENSATED_PROMOTION
-                                           or self.scheduler is Scheduler.STREAMK)
+        over few output tiles meet a cuBLAS that splits K (fact.realize.exact_fp32 models it); never with
+        `plain_promotion`."""
+        return self.accumulators == 3 and not self.plain_promotion and (
+            self.promotion <= COMPENSATED_PROMOTION or self.scheduler is Scheduler.STREAMK)
 
     def compensated_in(self, mode: Mode) -> bool:
-        """`compensated`, or run as parallel split-K, which keeps them at any interval: like stream-K it
-        serves few output tiles (fact.realize.choose.SPLITK_TILES)."""
-        return self.compensated or (mode is Mode.SPLITK_PARALLEL and self.accumulators == 3)
+        """`compensated`, or run as parallel split-K, which keeps them at any interval (unless
+        `plain_promotion`): like stream-K it serves few output tiles (fact.realize.choose.SPLITK_TILES)."""
+        return self.compensated or (mode is Mode.SPLITK_PARALLEL and self.accumulators == 3
+                                    and not self.plain_promotion)
 
     def most_splits(self, k: int) -> int:
         """The most K slices a parallel split-K call of depth `k` takes, whatever its splits knob asks:
@@ -217,7 +222,7 @@ class GemmSpec:
             if isinstance(t, Sm90SplitTiles):
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
-                hier += "_rawbig" if t.raw_big else ""
+                hier += ("_rawbig" if t.raw_big else "") + ("_plain" if t.plain_promotion else "")
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -410,6 +415,11 @@ class GemmSpec:
             raise SpecError("a raw big part is the mainloop split's: the presplit pass writes its own big parts")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
+        if t.a_in_registers and _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 3:
+            raise SpecError(f"tile {_dims(t.tile)}: A split in registers takes turns at B's split two k-tiles ahead, "
+                            f"which needs three stages in shared memory ({stage_bytes} bytes a stage); use tile K 32 or 16")
+        if t.plain_promotion and t.accumulators != 3:
+            raise SpecError("plain promotion drops the rounding errors that S takes: it needs three accumulators")
         if t.promotion % k or not k <= t.promotion <= 256:
             raise SpecError(f"promotion every {t.promotion} elements of K: it must be a multiple of tile K ({k}) "
                             "and at most 256 (longer tensor-core sums lose fp32 accuracy)")
@@ -476,7 +486,7 @@ def _canon(value: Any) -> Any:
 
 # Tile fields added after kernels of their family existed, with the default those kernels had.
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
-                                       "raw_big": False}
+                                       "raw_big": False, "plain_promotion": False}
 
 
 def spec_key(spec: KernelSpec) -> str:

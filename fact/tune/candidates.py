@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
-from fact.realize.choose import exact_refusal, split_accuracy_refusal, splitk_pays, under_one_wave
+from fact.realize.choose import (
+    PLAIN_PROMOTION_MIN_K,
+    exact_refusal,
+    split_accuracy_refusal,
+    splitk_pays,
+    under_one_wave,
+)
 from fact.realize.kernel import default_knobs
 from fact.realize.spec import (
     GemmSpec,
@@ -225,7 +231,8 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
             # N, where the pass costs more than it saves (no candidate)
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
-                               a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big)
+                               a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
+                               plain_promotion=split.in_registers and p.k >= PLAIN_PROMOTION_MIN_K)
         if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,

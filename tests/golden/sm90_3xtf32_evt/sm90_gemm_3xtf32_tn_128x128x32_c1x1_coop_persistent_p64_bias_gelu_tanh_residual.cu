@@ -386,9 +386,12 @@ struct FactSplitTf32Mainloop {
     if (cute::elect_one_sync()) pipeline.producer_tail(write_state);
   }
 
-  // Split one landed stage: x -> (big in place, small alongside), over both consumer warpgroups.
+  static constexpr int kMmaThreads = size(TiledMma{});
+
+  // Split one landed stage: x -> (big in place, small alongside), over kThreads threads (both consumer
+  // warpgroups, or one: the turns of B's split where A is in registers).
+  template <int kThreads = kMmaThreads>
   CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx, int shift, unsigned& amax_a, unsigned& amax_b) {
-    constexpr int kThreads = size(TiledMma{});
     auto run = [&](uint32_t* words, uint32_t* smalls, int count, unsigned& amax) {
       uint4* w = reinterpret_cast<uint4*>(words);
       uint4* s = reinterpret_cast<uint4*>(smalls);
