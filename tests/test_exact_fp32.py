@@ -510,8 +510,16 @@ def test_plain_promotion_only_from_its_depth() -> None:
     assert "from K = 262144 on" in split_accuracy_refusal(plain.tiles, 256, 256, 131072, mode=plain.mode)
     assert split_accuracy_refusal(kept, 256, 256, 131072, mode=plain.mode) is None
     assert GemmSpec(**{**plain.__dict__, "tiles": kept}).key != plain.key
-    with pytest.raises(SpecError, match="three accumulators"):
-        GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(plain.tiles, accumulators=2)}).validate()
+    for other in ({"accumulators": 2}, {"a_in_registers": False}):
+        with pytest.raises(SpecError, match="plain promotion"):
+            GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(plain.tiles, **other)}).validate()
+    persistent = dataclasses.replace(plain.tiles, scheduler=Scheduler.PERSISTENT)
+    with pytest.raises(SpecError, match="plain promotion"):
+        GemmSpec(**{**plain.__dict__, "mode": Mode.GEMM, "tiles": persistent}).validate()
+    # under one wave, a kernel that drops the errors for its interval (not plain) is refused at any depth:
+    # one CTA sums all of K there (persistent), which was not measured
+    dropping = dataclasses.replace(persistent, plain_promotion=False, raw_big=True)
+    assert "under one wave" in split_accuracy_refusal(dropping, 256, 256, 2 * PLAIN_PROMOTION_MIN_K, mode=Mode.GEMM)
 
 
 def test_outputs_under_one_wave_run_stream_k() -> None:

@@ -1042,6 +1042,13 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
                                         else chosen.tiles.cluster if chosen.tiles.presplit else (1, 1))
         if not splitk_pays(m, n, k):
             assert not any(s.mode is Mode.SPLITK_PARALLEL for s in space), (m, n, k)
+    # from choose.PLAIN_PROMOTION_MIN_K the errors are dropped by stream-K and split-K with A in registers only;
+    # under one wave every other candidate still keeps them
+    t = Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), ProblemShape(256, 256, 524288))
+    deep = [s for s in enumerate_space(t, H100_SXM).kernels if isinstance(s.tiles, Sm90SplitTiles)]
+    plain = [s for s in deep if s.tiles.plain_promotion]
+    assert plain and all(s.tiles.a_in_registers and s.mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL) for s in plain)
+    assert all(s.compensated for s in deep if not s.tiles.plain_promotion)
 
 
 def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:

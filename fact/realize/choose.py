@@ -244,7 +244,7 @@ def split_accuracy_refusal(tiles: Sm90SplitTiles, m: int, n: int, k: int, batch:
     if tiles.plain_promotion and k < PLAIN_PROMOTION_MIN_K:
         return (f"drops its promotions' rounding errors under any schedule, which keeps SGEMM's accuracy from "
                 f"K = {PLAIN_PROMOTION_MIN_K} on, not at K = {k}")
-    if under_one_wave(m, n, batch) and not tiles.compensated_in(mode) and k < PLAIN_PROMOTION_MIN_K:
+    if under_one_wave(m, n, batch) and not tiles.compensated_in(mode) and not tiles.plain_promotion:
         return (f"drops its promotions' rounding errors, which an output of {m}x{n} (under one wave) needs "
                 "to stay within SGEMM's error")
     return None

@@ -418,8 +418,10 @@ class GemmSpec:
         if t.a_in_registers and _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 3:
             raise SpecError(f"tile {_dims(t.tile)}: A split in registers takes turns at B's split two k-tiles ahead, "
                             f"which needs three stages in shared memory ({stage_bytes} bytes a stage); use tile K 32 or 16")
-        if t.plain_promotion and t.accumulators != 3:
-            raise SpecError("plain promotion drops the rounding errors that S takes: it needs three accumulators")
+        if t.plain_promotion and (t.accumulators != 3 or not t.a_in_registers
+                                  or self.mode not in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):
+            raise SpecError("plain promotion drops the rounding errors that stream-K and split-K keep in S: it "
+                            "serves those modes with A split in registers and three accumulators, where it was measured")
         if t.promotion % k or not k <= t.promotion <= 256:
             raise SpecError(f"promotion every {t.promotion} elements of K: it must be a multiple of tile K ({k}) "
                             "and at most 256 (longer tensor-core sums lose fp32 accuracy)")

@@ -232,7 +232,8 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
-                               plain_promotion=split.in_registers and p.k >= PLAIN_PROMOTION_MIN_K)
+                               plain_promotion=(split.in_registers and p.k >= PLAIN_PROMOTION_MIN_K
+                                                and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)))
         if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
