@@ -78,8 +78,15 @@ def default_for(case: Case) -> GemmSpec:
 
 def all_kernels() -> dict[str, GemmSpec]:
     """The named variants, and `default_<case>`: fact's own choice for each case (the same kernel under
-    several roles is built once: the build cache is keyed by the spec)."""
-    return {**named_kernels(), **{f"default_{c.label}": default_for(c) for c in cases() if not c.epilogue}}
+    several roles is built once: the build cache is keyed by the spec). A case fact refuses has no
+    default kernel: its row says why (`refused_roles`)."""
+    return {**named_kernels(),
+            **{f"default_{c.label}": default_for(c) for c in cases() if not c.epilogue and not c.refusal}}
+
+
+def refused_roles() -> set[str]:
+    """The `default_<case>` roles of the cases fact refuses (the original op stays): nothing to build."""
+    return {f"default_{c.label}" for c in cases() if not c.epilogue and c.refusal}
 
 
 def named_kernels() -> dict[str, GemmSpec]:
@@ -523,7 +530,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
         sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
         sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
         default = f"default_{case.label}"
-        for role in (default, *case.kernels) if default in all_kernels() else case.kernels:
+        for role in (default, *case.kernels) if default in all_kernels() or case.refusal else case.kernels:
             if SELECTED is not None and role not in SELECTED:
                 continue
             kernel = kernels_built.get(role)
@@ -620,7 +627,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.kernels:
         chosen = set(args.kernels.split(","))
-        unknown = chosen - set(kernels())
+        unknown = chosen - set(kernels()) - refused_roles()
         if unknown:
             ap.error(f"unknown kernel roles {sorted(unknown)}; known: {', '.join(kernels())}")
         global SELECTED

@@ -1002,6 +1002,7 @@ def test_ab_script_renders_the_roles_it_is_given(tmp_path: Path) -> None:
 
 
 def test_gpu_script_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     script = REPO / "scripts" / "gpu_exact_fp32.py"
     help_text = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, env=env,
@@ -1018,10 +1019,11 @@ def test_gpu_script_dry_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"denormal", "subnormal", "subnormal_b", "mixed", "inf", "nan", "wide"} <= {c["inputs"] for c in plan["plan"]["cases"]}
     refused = {c["label"]: c["refused"] for c in plan["plan"]["cases"] if c["refused"]}
     assert "K = 12" in refused["tiny"] and "square_4096" not in refused  # fact keeps the op: its row runs nothing
+    from gpu_exact_fp32 import all_kernels, refused_roles  # ... and no default kernel of its is built
+    assert "default_tiny" in refused_roles() and "default_tiny" not in all_kernels() and "default_square_4096" in all_kernels()
     lifted = [c for c in plan["plan"]["cases"] if c["label"] == "subnormal_presplit"]
     assert lifted and all(k.endswith("presplit") for k in lifted[0]["kernels"])
     assert len(plan["plan"]["kernels"]) >= 4 and all(k.startswith("sm90_gemm_3xtf32") for k in plan["plan"]["kernels"])
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))
     from gpu_exact_fp32 import output_name
     assert output_name(None) == "exact_fp32.json" and output_name("square,tiny") == "exact_fp32_square-tiny.json"
     labels = ",".join(c["label"] for c in plan["plan"]["cases"])  # a long selection: a name any file system takes
