@@ -61,8 +61,8 @@ RAW_BIG_MIN_K = 65536
 LARGE_K_TILE = (128, 128, 32)
 # From this depth those kernels also drop their promotions' rounding errors (Sm90SplitTiles.plain_promotion),
 # which stream-K and split-K keep elsewhere (under_one_wave). On an H200 (256x256, 2 seeds each,
-# results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 4-9 % faster at K 262144
-# and 1-7 % at 524288, erring 4.3e-7 against SGEMM's 1.13e-6 (uniform), 2.2e-7 against 5.3e-7 (bf16
+# results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 5-9 % faster at K 262144,
+# and at 524288 7 % on bf16 values and -2 to 1 % on uniform and eight-decade inputs, erring 4.3e-7 against SGEMM's 1.13e-6 (uniform), 2.2e-7 against 5.3e-7 (bf16
 # values, where SGEMM errs least) and 4.8e-7 against 7.9e-7 (eight decades) at 262144, and 2.6e-7 to
 # 5.2e-7 against 8.3e-7 to 1.6e-6 at 524288. At 131072 eight decades left too thin a margin (4.56e-7
 # against SGEMM's 5.8e-7, kept: 4.44e-7), so the errors stay kept below this depth.
