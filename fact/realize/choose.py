@@ -67,6 +67,12 @@ LARGE_K_TILE = (128, 128, 32)
 # 5.2e-7 against 8.3e-7 to 1.6e-6 at 524288. At 131072 eight decades left too thin a margin (4.56e-7
 # against SGEMM's 5.8e-7, kept: 4.44e-7), so the errors stay kept below this depth.
 PLAIN_PROMOTION_MIN_K = 262144
+
+
+def plain_promotion_pays(k: int, mode: Mode, in_registers: bool) -> bool:
+    """Whether an sm90 3xTF32 kernel of depth `k` drops its promotions' rounding errors although it runs
+    `mode` (PLAIN_PROMOTION_MIN_K): stream-K or split-K with A split in registers, where it was measured."""
+    return in_registers and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL) and k >= PLAIN_PROMOTION_MIN_K
 # A GEMM without an epilogue chain over at most this many output tiles runs parallel split-K (its K slices
 # as the batches of one persistent kernel, their fp32 partials added in slice order by a kernel of fact's),
 # not stream-K, whose splits wait on each other to add theirs through one workspace tile (about 0.1 ms on
@@ -278,7 +284,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
                            a_in_registers=in_registers, raw_big=raw_big,
-                           plain_promotion=in_registers and p.k >= PLAIN_PROMOTION_MIN_K)
+                           plain_promotion=plain_promotion_pays(p.k, mode, in_registers))
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

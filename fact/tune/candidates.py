@@ -26,8 +26,8 @@ from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.errors import FactError
 from fact.core.specs import ProblemShape
 from fact.realize.choose import (
-    PLAIN_PROMOTION_MIN_K,
     exact_refusal,
+    plain_promotion_pays,
     split_accuracy_refusal,
     splitk_pays,
     under_one_wave,
@@ -232,8 +232,7 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
-                               plain_promotion=(split.in_registers and p.k >= PLAIN_PROMOTION_MIN_K
-                                                and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)))
+                               plain_promotion=plain_promotion_pays(p.k, mode, split.in_registers))
         if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
