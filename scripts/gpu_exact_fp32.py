@@ -277,6 +277,11 @@ def cases(quick: bool = False) -> list[Case]:
         # quarter of the entries subnormal among normal ones, which it leaves as they are
         *(Case(f"{kind}_presplit", (1, 2048, 2048, 2048), kind, timed=False, kernels=checked[:3])
           for kind in ("subnormal", "subnormal_b", "subnormal_inf", "mixed")),
+        # the same where fact's pick splits in the mainloop (stream-K, split-K at large K): lifted behind a gate
+        *(Case(f"{kind}_{where}", shape, kind, timed=False, kernels=(variant,))
+          for where, shape, variant in (("streamk", (1, 1024, 1024, 4096), "streamk_k16_p64"),
+                                        ("large_k", (1, 256, 256, 131072), "splitk_k32_p128_rawbig_rs"))
+          for kind in ("subnormal", "subnormal_b", "subnormal_inf")),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops

@@ -477,7 +477,7 @@ def test_b_split_takes_turns_where_a_is_split_in_registers() -> None:
     mma = text[text.index("B's split by turns"):text.index("CUTLASS_DEVICE void mma_tail")]
     assert "using MainloopPipeline = FactTurnsPipeline<Stages_>;" in text and "split_done" not in mma
     assert "pipeline.b_split_wait(state.index(), state.phase());" in mma and "pipeline.b_split_arrive(state.index());" in mma
-    assert "split_stage<cutlass::NumThreadsPerWarpGroup>(storage, state.index(), group_thread);" in mma
+    assert "split_stage<cutlass::NumThreadsPerWarpGroup>(storage, state.index(), group_thread, shift);" in mma
     assert "if ((tile & 1) == warp_group && tile + 2 < k_tile_count) {" in mma  # warpgroup w: the k-tiles t % 2 == w
     assert "int const heavy_block = warp_group == 0 ? kBlocks - 1 : kBlocks / 2 - 1;" in mma
     assert 'static_assert(Stages_ >= 3, "the turns of B\'s split need three stages");' in text
@@ -602,53 +602,65 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     assert "CUTLASS_ENABLE_GDC_FOR_SM90" not in plain
     assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
     assert "scalbnf(v[l], shift)" in text and "fact_resplit_shifted" not in plain
-    assert "fact_lifted_gemm<" not in text and "fact_lifted_gemm<" in plain  # the mainloop splits: a second run
+    assert "fact_lift_gate<<<" not in text and "fact_lift_gate<<<" in plain  # the mainloop splits: a gate before it
 
 
 @pytest.mark.parametrize("which", ["persistent", "persistent_registers", "streamk", "splitk_large_k"])
-def test_persistent_mainloop_split_kernels_lift_subnormal_operands_in_a_second_run(which: str) -> None:
-    """Where a persistent kernel's mainloop splits, the GEMM's first run records each operand's largest
-    |x| (one slot a CTA, zeroed by the CTA itself, raised by its consumer warps' atomic max), and a second
-    run of the same kernel, launched to start as the first ends, reads the slots: it returns at once
-    unless the balanced shift is not 0, then multiplies again with A x 2^s and B x 2^-s. Stream-K and
-    parallel split-K kernels do not (the record cost them 3-10 %), nor does the bf16 split-K family."""
+def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str) -> None:
+    """Where the mainloop splits (persistent, stream-K, parallel split-K), a gate kernel runs before the
+    GEMM: every block samples the same entries of A and B and writes the flag 0 where both show a finite
+    |x| of 2^-100 or more; else each block writes its share's largest finite |x|, and the flag 1. The
+    GEMM, launched as its programmatic dependent, samples the same entries once a CTA in each consumer
+    warp; only where they do not rule the lift out does it wait for the gate (griddepcontrol.wait) and
+    read its words. It scales each stage by 2^s (A) and 2^-s (B) before the split. One run of the GEMM:
+    a residual that is also the output is served too."""
     plain = exact_sm90()[0]
     spec = {"persistent": plain, "streamk": exact_sm90()[3],
             "persistent_registers": GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(
                 plain.tiles, tile=(128, 128, 32), a_in_registers=True, raw_big=True)}).validate(),
             "splitk_large_k": spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")}[which]
     text = render(spec).sources[f"{spec.name}.cu"]
-    if which in ("streamk", "splitk_large_k"):
-        assert spec.tiles.scheduler is Scheduler.STREAMK or spec.mode is Mode.SPLITK_PARALLEL
-        assert not spec.lifts_in_mainloop and "fact_lifted_gemm<" not in text and "kLiftSlots" not in text
-        return
-    assert spec.lifts_in_mainloop and spec.tiles.scheduler is Scheduler.PERSISTENT
-    # the record: zeroed in the first run only, before the CTA's barrier; raised after each work tile
-    prefetch = text[text.index("static void prefetch_tma_descriptors"):text.index("auto load_init(")]
-    assert "params.amax != nullptr && params.lift == 0" in prefetch and "__threadfence()" in prefetch
+    assert spec.lifts_in_mainloop
+    assert {"streamk": spec.tiles.scheduler is Scheduler.STREAMK, "splitk_large_k": spec.mode is Mode.SPLITK_PARALLEL,
+            "persistent": spec.tiles.scheduler is Scheduler.PERSISTENT,
+            "persistent_registers": spec.tiles.a_in_registers}[which]
+    # the gate: the same sample in every block, the bound kLiftBelow; the largest finite |x| otherwise
+    gate = text[text.index("__global__ void __launch_bounds__(kLiftGateThreads) fact_lift_gate"):]
+    gate = gate[:gate.index("\n}\n")]
+    assert gate.index("griddepcontrol.launch_dependents") < gate.index("__syncthreads_or(fact_lift_sample(a, threadIdx.x))")
+    assert "if (seen_a && seen_b) {" in gate and "words[0] = 0u;" in gate and "words[0] = 1u;" in gate
+    assert "return bits >= uint32_t(127 + kLiftBelow) << 23 && bits < 0x7f800000u;" in text
+    assert "if (bits < 0x7f800000u) m = max(m, bits);" in text  # infinities and NaNs do not keep an operand from the lift
+    assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
+    # the GEMM: the words once a CTA, after the gate has ended; nothing of the lift among the fragments (C7513)
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
-    assert "int const shift = params.lift ? fact_lift_shift(params.amax) : 0;" in mma
-    assert mma.rstrip().endswith("fact_record_amax(params.amax, amax_a, amax_b);\n  }") or \
-        "if (params.amax != nullptr && params.lift == 0) fact_record_amax(params.amax, amax_a, amax_b);" in mma
-    if spec.tiles.a_in_registers:
-        assert "amax_a = max(amax_a, fact_amax_key(a_big(i).raw()));" in mma
-        assert "fact_scaled" not in mma  # A's tile is scaled in shared memory, never its fragments (C7513)
+    setup = mma[mma.index("if (read_state.count() == 0) {"):]
+    assert "if (params.lift != nullptr && !fact_lift_ruled_out(params.lift_a, params.lift_b)) {" in setup
+    assert setup.index('asm volatile("griddepcontrol.wait;"') < setup.index("shift = fact_lift_shift(params.lift);")
+    assert mma.index("if (read_state.count() == 0) {") < mma.index("clear(accum);")  # before the accumulators live
+    assert "fact_scaled" not in mma and "fact_record_amax" not in text and "kLiftSlots" not in text
     split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
-    assert "amax = fact_abs_max(amax, x);" in split and "scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);" in split
+    assert "int thread_idx, int shift) {" in split and "if (shift != 0) {" in split
+    # the shift from shared memory before each stage's wait (which hides the read), never inside the split
+    read = mma.index("int const shift = storage.lift_shift;  // read before the wait")
+    assert read < mma.index("pipeline.consumer_wait(", read) and "storage.lift_shift" not in split
     assert "scale(storage.a.data() + stage * kStageWordsA, kStageWordsA, shift);" in split
+    assert "scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);" in split
     assert split.index("if (shift != 0)") < split.index("    run(storage.b.data()")  # scaled before the split
-    # the shift: an operand with an infinity, or not wholly below 2^-100, is not lifted
-    assert "amax_a >= 0x7f800000u || amax_b >= 0x7f800000u) return 0;" in text
-    # the second run: the same kernel behind a gate, started early, after the first
-    assert "if (fact_lift_shift(params.mainloop.amax) == 0) return;" in text
-    lifted = text[text.index("__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock"):]
-    assert lifted.index("griddepcontrol.wait") < lifted.index("fact_lift_shift")
-    run = text[text.index("cutlass::Status status = gemm.can_implement(args);"):]
-    order = [run.index(s) for s in ("gemm.initialize(args", "lifted.initialize(second", "gemm.run(stream)",
-                                    "fact_run_lifted(lifted, stream)")]
-    assert order == sorted(order) and "second.mainloop.lift = 1;" in run
-    assert "args, true);" in text  # ClusterLauncher with programmatic dependent launch
-    assert "g.c == g.d ? nullptr : " not in run  # no residual here; with one, no lift where it is the output
+    # the run: the GEMM set up, then the gate, then the GEMM as the gate's dependent (or after it)
+    run = text[text.index("int fact_gemm_lifted("):]
+    order = [run.index(s) for s in ("gemm.initialize(args", "fact_run_lift_gate(call, words, stream)",
+                                    "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)")]
+    assert order == sorted(order) and "fact_lifted_gemm" not in text and "g.c == g.d" not in text
+    entry = text[text.index("int fact_gemm_run("):]
+    if which == "splitk_large_k":  # the gate once, before the first batch of slices; the reduction after
+        assert "fact_gemm_lifted(s, workspace, words, g, true, stream)" in entry  # each batch samples the whole call
+        assert "fact_gemm_lifted(s, workspace, words, g, !plan.full, stream)" in entry
+        assert entry.index("fact_gemm_lifted(") < entry.index("fact_splitk_reduce<")
+        assert "+ int64_t(kLiftBytes)" in text[text.index("struct FactSplitPlan"):]
+    else:
+        assert "return fact_gemm_lifted(g, workspace, words, g, true, stream);" in entry
+        assert "+ kLiftBytes;" in text[text.index("size_t fact_gemm_workspace("):]
 
 
 def test_a_raw_big_split_writes_only_the_small_parts() -> None:
@@ -664,7 +676,7 @@ def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     split = text[text.index("CUTLASS_DEVICE static void split_stage"):text.index("CUTLASS_DEVICE static void promote")]
     run = split[split.index("auto run = "):split.index("};", split.index("auto run = "))]
     assert "fact_small_of_raw(x.x)" in run and "w[i] = " not in run and "fact_split_word" not in split
-    assert "w[i] = " not in split  # stream-K: no lifted run, which alone would rewrite x
+    assert split.count("w[i] = ") == 1 and "w[i] = make_uint4(fact_scaled(" in split  # x rewritten by the lifted run alone
     assert "(__uint_as_float(word) - __uint_as_float(word & 0xffffe000u)) * kSmallScale" in text and "fact_small_of_raw" not in before
     split_fn = text[text.index("CUTLASS_DEVICE uint32_t fact_small_of_raw"):]
     assert "isinf" not in split_fn[:split_fn.index("}")]  # three accumulators: finish leaves S out where P is not finite
@@ -812,10 +824,7 @@ def _on_sm90_gpu(test: Any) -> Any:
 
 
 @_on_sm90_gpu
-@pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", pytest.param("subnormal", marks=pytest.mark.xfail(
-    strict=True, reason="a subnormal operand keeps fewer bits in TF32 where the mainloop splits it, and these shapes run "
-                        "stream-K or split-K, which do not lift it (GemmSpec.lifts_in_mainloop): 5.8e-6 against "
-                        "SGEMM's 4.1e-7 on the H100"))])
+@pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", "subnormal"])
 def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: the kernel fact picks for each shape against float64, next to cuBLAS SGEMM (TF32 off)
     on the same inputs. `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal
@@ -823,10 +832,9 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
     (and stream-K's partial sums there, unless added without CUTLASS's flushing atomic adds); `bf16`:
     bf16 values held in fp32, whose small parts are 0, so that only big.big and its promotions err
     (promoting every 64 gave 1.0e-7 against SGEMM's 8.5e-8 at 256x256x1024, every 32 with its rounding
-    errors kept 4.5e-8); `subnormal`: A below fp32's normal range (about 1e-39), a known gap of the
-    stream-K and split-K kernels, every one here (GemmSpec.lifts_in_mainloop; the presplit and the
-    persistent kernels lift such operands: test_presplit_kernel_lifts_subnormal_operands,
-    test_persistent_kernel_lifts_subnormal_operands)."""
+    errors kept 4.5e-8); `subnormal`: A below fp32's normal range (about 1e-39), which the stream-K and
+    split-K kernels here lift behind a gate (GemmSpec.lifts_in_mainloop; 5.8e-6 against SGEMM's 4.1e-7
+    on the H100 before they did)."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
@@ -932,6 +940,35 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
         kernel(a, b.transpose(1, 2).contiguous().transpose(1, 2), None, None, out)
         sgemm = a @ b
         _like_sgemm(out, sgemm, ref, small_side)
+
+
+@_on_sm90_gpu
+@pytest.mark.parametrize("shape", [(1024, 1024, 4096), (256, 256, 65536)])
+def test_streamk_and_splitk_kernels_lift_subnormal_operands(shape: tuple[int, int, int],
+                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On the GPU: fact's stream-K pick (1024 x 1024 x 4096) and its parallel split-K pick (256 x 256 x 65536)
+    with every entry of A, then of B, subnormal, an infinity and a NaN among them: the gate finds no
+    entry that rules the lift out, and the consumers scale each stage. Non-finite entries where SGEMM's
+    are, the finite ones within its error (5.8e-6 against 4.1e-7 before these kernels lifted)."""
+    from fact.compile.cache import BuildCache
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = shape
+    pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
+    spec = sm90_3xtf32_spec(dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1)))
+    assert spec.lifts_in_mainloop and (spec.mode is Mode.SPLITK_PARALLEL) == (k == 65536)
+    assert spec.tiles.scheduler is Scheduler.STREAMK or spec.mode is Mode.SPLITK_PARALLEL
+    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds"))  # as the test above
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for small_side in ("a", "b"):
+        a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
+        a, w = (a * 1e-39, w * 1e19) if small_side == "a" else (a * 1e19, w * 1e-39)
+        a[3, 5], w[7, 11] = float("inf"), float("nan")
+        ref = a.double() @ w.double().T
+        out = torch.full((m, n), float("nan"), device="cuda")
+        kernel(a, w.T, None, None, out)
+        _like_sgemm(out, a @ w.T, ref, shape, small_side)
 
 
 @_on_sm90_gpu

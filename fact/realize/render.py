@@ -157,8 +157,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "compensated": spec.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
                    "raw_big": spec.tiles.raw_big,
-                   # subnormal operands: lifted by a second run where a persistent kernel's mainloop splits (the
-                   # presplit pass lifts its own; under stream-K and split-K the record cost 3-10 %)
+                   # subnormal operands: lifted behind a gate kernel where the mainloop splits (the presplit
+                   # pass lifts its own)
                    "lift_mainloop": spec.lifts_in_mainloop,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
@@ -174,7 +174,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
             if spec.mode is Mode.SPLITK_PARALLEL:
                 # the splits are the batches of the GEMM, which writes fp32 partial sums (16-byte vectors)
-                ctx.update(batched=True, align_cd=4, auto_splits=False)
+                ctx.update(batched=True, align_cd=4, auto_splits=False, lift_mainloop=False)
                 kernel = ENV.get_template("sm90_gemm_splitk.cu.j2").render(**ctx)
             else:
                 kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)

@@ -249,15 +249,11 @@ class GemmSpec:
 
     @property
     def lifts_in_mainloop(self) -> bool:
-        """Whether an sm90 3xTF32 kernel whose mainloop splits lifts wholly subnormal operands by a gated
-        second run of the GEMM (kLiftSlots in its template): the persistent kernels, where the record of
-        each operand's largest |x| cost 2-3 % on an H200 (batched 128 x 512 x 2048 x 1024). Under
-        stream-K and parallel split-K it cost 3-10 % there (a second workspace to zero, and a max an element on the large-K kernel's
-        critical path), so they do not (results/exact_fp32/h200_2026-11-28_mainloop_lift/). The
-        presplit kernels lift in their pass."""
+        """Whether an sm90 3xTF32 kernel lifts wholly subnormal operands through a gate kernel before the
+        GEMM (kLiftWords in its template): every kernel whose mainloop splits (persistent, stream-K,
+        parallel split-K). The presplit kernels lift in their pass."""
         t = self.tiles
-        return (isinstance(t, Sm90SplitTiles) and not t.presplit and t.scheduler is Scheduler.PERSISTENT
-                and self.mode is not Mode.SPLITK_PARALLEL)
+        return isinstance(t, Sm90SplitTiles) and not t.presplit
 
     @property
     def reads_k_major_only(self) -> bool:

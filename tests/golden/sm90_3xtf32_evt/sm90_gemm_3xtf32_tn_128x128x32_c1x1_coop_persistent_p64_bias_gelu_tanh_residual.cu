@@ -117,8 +117,7 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32_small(float rest) { return (__float_as_uin
 // sums near fp32's largest values can reach, where SGEMM's own partial sums are close to it. A subnormal x keeps fewer bits in big (TF32's quantum there is 2^-136) and its
 // small part loses the rest: 5.8e-6 against SGEMM's 4.1e-7 where every entry of A is subnormal. A scale
 // of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. A wholly
-// subnormal operand is lifted into the normal range instead (kLiftBelow), except under stream-K and
-// parallel split-K. Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
+// subnormal operand is lifted into the normal range instead (kLiftBelow). Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
 constexpr float kSmallScale = 1024.f;
 constexpr float kSmallUnscale = 1.f / kSmallScale;
 
@@ -146,10 +145,8 @@ CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
 // subnormal row of A or column of B next to entries of 2^-100 or more is split as it is: 5.9e-6 against
 // SGEMM's 8.0e-7 on such rows in the CPU model, test_exact_fp32.py). fact/realize/exact_fp32.py
 // (balanced_shift) models the rule. Where the split happens before the mainloop (presplit), its pass
-// records the largest |x| and a gated pass splits again; where a persistent kernel's mainloop splits,
-// the GEMM's first run records it and a gated second run computes the GEMM again (fact_lifted_gemm).
-// Stream-K and parallel split-K kernels do not lift: there the record cost 3-10 % on an H200
-// (GemmSpec.lifts_in_mainloop).
+// records the largest |x| and a gated pass splits again; where the mainloop splits, a gate kernel before
+// the GEMM finds it (fact_lift_gate) and the consumers scale each stage before they split it.
 constexpr int kLiftBelow = -100;
 
 // The shift for the operands' largest magnitudes (the bits of non-negative floats), or 0 where no
@@ -162,54 +159,74 @@ CUTLASS_DEVICE int fact_balanced_shift(unsigned amax_a, unsigned amax_b) {
   return diff >= 0 ? diff / 2 : -((1 - diff) / 2);  // floor((eb - ea) / 2)
 }
 
-// The lift where the mainloop splits. The first run records each operand's largest |x| as its consumer
-// warps split it: one slot an operand and CTA, which the CTA's first thread zeroes before the CTA's
-// barrier and its consumer warps raise by an atomic max after each work tile. The second run, the same
-// kernel launched to start as the first ends (fact_lifted_gemm), reads every slot of the grid: where the
-// shift is 0 (any operand not wholly below 2^-100) each CTA returns at once; otherwise it computes the
-// GEMM again, each stage's x times 2^s (A) or 2^-s (B) before the split, and overwrites the first run's
-// output. On an H200 the batched persistent kernel at 128 x 512 x 2048 x 1024 ran 2-3 % slower with it
-// (as fast with a plain max of |x|, which an infinity among the entries would keep from lifting:
-// results/exact_fp32/h200_2026-11-28_mainloop_lift/).
-constexpr int kLiftSlots = 1024;  // CTAs of a grid at most (a persistent grid has one an SM)
-constexpr size_t kLiftBytes = 2 * kLiftSlots * sizeof(unsigned);
+// The lift where the mainloop splits. A gate kernel runs before the GEMM (fact_lift_gate), and the GEMM is
+// launched to start as it ends. Both read the same 512 entries of A and of B, spread over rows and K
+// (fact_lift_sample): where both operands show a finite |x| of 2^-100 or more, neither can need the lift.
+// There the gate writes the flag 0 and returns, and the GEMM's consumer warps, each of which reads the
+// sample for itself before its CTA's first split, go on without waiting for it. Otherwise each block of
+// the gate writes the largest finite |x| of its share of each operand, and the flag 1; the consumers wait
+// for the gate to end (griddepcontrol.wait), read its words (fact_lift_shift), and where the shift is
+// not 0 scale each stage's x by 2^s (A) or 2^-s (B) before splitting it. Two designs were slower on an
+// H200: recording the largest |x| as the GEMM split and running the GEMM again behind a gate (2-3 % on
+// the persistent kernels, 4-10 % under stream-K and split-K), and consumers that always waited for the
+// gate (1-3 % under split-K) (results/exact_fp32/h200_2026-11-28_mainloop_lift/, h200_2026-11-28_lift_gate/).
+constexpr int kLiftGateBlocks = 16;
+constexpr int kLiftSamples = 512;  // 16 rows x 32 points of K
+constexpr int kLiftGateThreads = kLiftSamples;  // one sampled entry a thread
+constexpr int kLiftWords = 1 + 2 * kLiftGateBlocks;  // the flag, A's blocks, B's blocks
+constexpr size_t kLiftBytes = kLiftWords * sizeof(unsigned);
 
-CUTLASS_DEVICE int fact_cta_slot() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+}  // namespace
 
-// What the record keeps of x: (bits + 2^23) without the sign, which orders as |x| over the finite
-// values, and is 0 for an infinity and below 2^23 for a NaN (the carry out of the exponent drops), so
-// that, as in the presplit pass, infinities and NaNs do not keep an operand from being lifted. Two
-// instructions and a max an element.
-CUTLASS_DEVICE unsigned fact_amax_key(uint32_t word) { return (word + 0x00800000u) & 0x7fffffffu; }
-CUTLASS_DEVICE unsigned fact_amax_of_key(unsigned key) { return key >= 0x00800000u ? key - 0x00800000u : 0u; }
+// An operand of the call as the kernel reads it: `rows` rows of k contiguous entries, ld apart, in
+// `batches` batches batch_stride apart (0: one matrix for every batch). Named outside the anonymous
+// namespace: the gate kernel takes it, and nvcc's host stub cannot name a type in there.
+namespace fact_4e48dcbad70f47b8 {
+struct FactLiftOperand {
+  float const* x = nullptr;
+  int64_t ld = 0, batch_stride = 0;
+  int rows = 0, k = 0, batches = 0;
+};
+}  // namespace fact_4e48dcbad70f47b8
 
-// The shift the slots of this grid's CTAs give (each warp alone; every warp gets the same).
-CUTLASS_DEVICE int fact_lift_shift(unsigned const* amax) {
-  int const slots = gridDim.x * gridDim.y * gridDim.z;
-  unsigned a = 0, b = 0;
-  for (int i = threadIdx.x % 32; i < slots; i += 32) {
-    a = max(a, __ldcg(amax + i));
-    b = max(b, __ldcg(amax + kLiftSlots + i));
-  }
-  return fact_balanced_shift(fact_amax_of_key(__reduce_max_sync(0xffffffffu, a)),
-                             fact_amax_of_key(__reduce_max_sync(0xffffffffu, b)));
+namespace {
+using fact_4e48dcbad70f47b8::FactLiftOperand;
+
+// Whether sampled entry i (of kLiftSamples, over the first batch) is finite and of 2^kLiftBelow or more:
+// an operand with one is never lifted.
+CUTLASS_DEVICE bool fact_lift_sample(FactLiftOperand const& o, int i) {
+  int64_t const row = int64_t(i / 32) * (o.rows - 1) / 15, col = int64_t(i % 32) * (o.k - 1) / 31;
+  uint32_t const bits = __float_as_uint(__ldg(o.x + row * o.ld + col)) & 0x7fffffffu;
+  return bits >= uint32_t(127 + kLiftBelow) << 23 && bits < 0x7f800000u;
 }
 
-// A warp's largest key of each operand, into its CTA's slots.
-CUTLASS_DEVICE void fact_record_amax(unsigned* amax, unsigned key_a, unsigned key_b) {
-  unsigned const a = __reduce_max_sync(0xffffffffu, key_a), b = __reduce_max_sync(0xffffffffu, key_b);
-  if (threadIdx.x % 32 == 0) {
-    if (a != 0) atomicMax(amax + fact_cta_slot(), a);
-    if (b != 0) atomicMax(amax + kLiftSlots + fact_cta_slot(), b);
+// The sample of both operands, read by one warp 32 entries of each at a time until each has shown one
+// that rules the lift out (at once, as a rule): whether both have (every lane alike). One step at a time:
+// unrolled, its loads cost the large-K kernel spills.
+CUTLASS_DEVICE bool fact_lift_ruled_out(FactLiftOperand const& a, FactLiftOperand const& b) {
+  bool seen_a = false, seen_b = false;
+  CUTLASS_PRAGMA_NO_UNROLL
+  for (int i = threadIdx.x % 32; i < kLiftSamples; i += 32) {
+    seen_a = __any_sync(0xffffffffu, seen_a || fact_lift_sample(a, i));
+    seen_b = __any_sync(0xffffffffu, seen_b || fact_lift_sample(b, i));
+    if (seen_a && seen_b) return true;
   }
+  return false;
+}
+
+// The gate's shift (each warp alone; every warp gets the same).
+CUTLASS_DEVICE int fact_lift_shift(unsigned const* words) {
+  if (__ldcg(words) == 0u) return 0;
+  unsigned a = 0, b = 0;
+  for (int i = threadIdx.x % 32; i < kLiftGateBlocks; i += 32) {
+    a = max(a, __ldcg(words + 1 + i));
+    b = max(b, __ldcg(words + 1 + kLiftGateBlocks + i));
+  }
+  return fact_balanced_shift(__reduce_max_sync(0xffffffffu, a), __reduce_max_sync(0xffffffffu, b));
 }
 
 CUTLASS_DEVICE uint32_t fact_scaled(uint32_t word, int shift) {
   return __float_as_uint(scalbnf(__uint_as_float(word), shift));
-}
-
-CUTLASS_DEVICE unsigned fact_abs_max(unsigned m, uint4 x) {
-  return max(max(m, max(fact_amax_key(x.x), fact_amax_key(x.y))), max(fact_amax_key(x.z), fact_amax_key(x.w)));
 }
 
 template <class Reference, int Stages_, int PromotionTiles_>
@@ -266,6 +283,7 @@ struct FactSplitTf32Mainloop {
       cute::array_aligned<uint32_t, cute::cosize_v<SmemLayoutB>> b;
       cute::array_aligned<uint32_t, cute::cosize_v<SmemLayoutA>> a_small;
       cute::array_aligned<uint32_t, cute::cosize_v<SmemLayoutB>> b_small;
+      int lift_shift;  // the lift's (fact_lift_shift), read before the CTA's first split
     } tensors;
     using PipelineStorage = typename MainloopPipeline::SharedStorage;
     PipelineStorage pipeline;
@@ -278,8 +296,8 @@ struct FactSplitTf32Mainloop {
     StrideA dA;
     ElementB const* ptr_B;
     StrideB dB;
-    unsigned* amax = nullptr;  // kLiftSlots words for A, then for B; null: no record
-    int lift = 0;              // 1: the second run (reads the slots, lifts or returns)
+    unsigned const* lift = nullptr;  // the lift gate's kLiftWords (null: no lift)
+    FactLiftOperand lift_a{}, lift_b{};  // the call's operands, which the consumers sample as the gate does
   };
 
   // Raw 32-bit words: a TF32 tensor map would round x on the way in.
@@ -296,8 +314,8 @@ struct FactSplitTf32Mainloop {
     TMA_A tma_load_a;
     TMA_B tma_load_b;
     uint32_t tma_transaction_bytes = TmaTransactionBytes;
-    unsigned* amax;
-    int lift;
+    unsigned const* lift;
+    FactLiftOperand lift_a, lift_b;
   };
 
   template <class ProblemShape>
@@ -308,7 +326,7 @@ struct FactSplitTf32Mainloop {
     return {make_tma_copy_A_sm90(GmemTiledCopyA{}, a, SmemLayoutA{}(_, _, cute::Int<0>{}), TileShape{}, ClusterShape{}),
             make_tma_copy_B_sm90(GmemTiledCopyB{}, b, SmemLayoutB{}(_, _, cute::Int<0>{}), TileShape{}, ClusterShape{}),
             TmaTransactionBytes,
-            args.amax, args.lift};
+            args.lift, args.lift_a, args.lift_b};
   }
 
   template <class ProblemShape>
@@ -322,12 +340,7 @@ struct FactSplitTf32Mainloop {
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& params) {
     cute::prefetch_tma_descriptor(params.tma_load_a.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_load_b.get_tma_descriptor());
-    // one thread a CTA, before the CTA's barrier: its slots, zeroed for its consumer warps' atomic max
-    if (params.amax != nullptr && params.lift == 0) {
-      params.amax[fact_cta_slot()] = 0u;
-      params.amax[kLiftSlots + fact_cta_slot()] = 0u;
-      __threadfence();
-    }
+
   }
 
   // (BLK_M, BLK_K, m, k, l) and (BLK_N, BLK_K, n, k, l) views of the operands, for the kernel and load()
@@ -391,14 +404,13 @@ struct FactSplitTf32Mainloop {
   // Split one landed stage: x -> (big in place, small alongside), over kThreads threads (both consumer
   // warpgroups, or one: the turns of B's split where A is in registers).
   template <int kThreads = kMmaThreads>
-  CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx, int shift, unsigned& amax_a, unsigned& amax_b) {
-    auto run = [&](uint32_t* words, uint32_t* smalls, int count, unsigned& amax) {
+  CUTLASS_DEVICE static void split_stage(TensorStorage& storage, int stage, int thread_idx, int shift) {
+    auto run = [&](uint32_t* words, uint32_t* smalls, int count) {
       uint4* w = reinterpret_cast<uint4*>(words);
       uint4* s = reinterpret_cast<uint4*>(smalls);
       CUTLASS_PRAGMA_UNROLL
       for (int i = thread_idx; i < count / 4; i += kThreads) {
         uint4 x = w[i], small;
-        amax = fact_abs_max(amax, x);
         fact_split_word(x.x, small.x);
         fact_split_word(x.y, small.y);
         fact_split_word(x.z, small.z);
@@ -407,10 +419,10 @@ struct FactSplitTf32Mainloop {
         s[i] = small;
       }
     };
-    // The lifted run: x times 2^shift (A) or 2^-shift (B) in place, by the threads that split it (A's too
-    // where the consumers read its tile into registers: a fragment rewritten there made ptxas serialise
-    // every wgmma, C7513).
     if (shift != 0) {
+      // The lift: x times 2^shift (A) or 2^-shift (B) in place, by the threads that split it (A's too where
+      // the consumers read its tile into registers: a fragment rewritten there made ptxas serialise every
+      // wgmma, C7513).
       auto scale = [&](uint32_t* words, int count, int by) {
         uint4* w = reinterpret_cast<uint4*>(words);
         for (int i = thread_idx; i < count / 4; i += kThreads) {
@@ -421,8 +433,8 @@ struct FactSplitTf32Mainloop {
       scale(storage.a.data() + stage * kStageWordsA, kStageWordsA, shift);
       scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);
     }
-    run(storage.a.data() + stage * kStageWordsA, storage.a_small.data() + stage * kStageWordsA, kStageWordsA, amax_a);
-    run(storage.b.data() + stage * kStageWordsB, storage.b_small.data() + stage * kStageWordsB, kStageWordsB, amax_b);
+    run(storage.a.data() + stage * kStageWordsA, storage.a_small.data() + stage * kStageWordsA, kStageWordsA);
+    run(storage.b.data() + stage * kStageWordsB, storage.b_small.data() + stage * kStageWordsB, kStageWordsB);
   }
 
   // P joins the fp32 register accumulator, after every wgmma that adds to it is done. The mainloops
@@ -468,6 +480,15 @@ struct FactSplitTf32Mainloop {
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState read_state, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& storage, Params const& params) {
     static_assert(is_rmem<FrgTensorC>::value, "the accumulator lives in registers");
+    if (read_state.count() == 0) {  // the CTA's first work tile: the lift's shift, once (each warp alike)
+      int shift = 0;
+      if (params.lift != nullptr && !fact_lift_ruled_out(params.lift_a, params.lift_b)) {
+        asm volatile("griddepcontrol.wait;" ::: "memory");  // launched as the gate's dependent: its words
+        shift = fact_lift_shift(params.lift);
+      }
+      storage.lift_shift = shift;
+      __syncwarp();
+    }
     using Tf32 = cutlass::tfloat32_t;
     Tensor sA = make_tensor(make_smem_ptr(reinterpret_cast<Tf32*>(storage.a.data())), SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(reinterpret_cast<Tf32*>(storage.b.data())), SmemLayoutB{});
@@ -490,18 +511,16 @@ struct FactSplitTf32Mainloop {
     clear(small);
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;  // the accumulators are zeroed in registers instead
     cutlass::arch::NamedBarrier split_done(size(TiledMma{}), 0);
-    // the second run's shift (0 in the first); each operand's largest |x| as this thread split it (keys)
-    int const shift = params.lift ? fact_lift_shift(params.amax) : 0;
-    unsigned amax_a = 0, amax_b = 0;
 
     PipelineState release_state = read_state;
     bool pending = false;  // a stage whose wgmma may still run and that is not yet released
     int since_promotion = 0;
     CUTLASS_PRAGMA_NO_UNROLL
     for (; k_tile_count > 0; --k_tile_count) {
+      int const shift = storage.lift_shift;  // read before the wait, which hides its latency
       pipeline.consumer_wait(read_state, pipeline.consumer_try_wait(read_state));
       int const stage = read_state.index();
-      split_stage(storage, stage, thread_idx, shift, amax_a, amax_b);  // overlaps the previous k-tile's wgmma
+      split_stage(storage, stage, thread_idx, shift);  // overlaps the previous k-tile's wgmma
       cutlass::arch::fence_view_async_shared();  // the generic-proxy writes, seen by wgmma
       split_done.arrive_and_wait();
       if (since_promotion == PromotionTiles) {  // P's interval ended with the previous k-tile
@@ -541,7 +560,6 @@ struct FactSplitTf32Mainloop {
     warpgroup_fence_operand(small);
     if (pending) pipeline.consumer_release(release_state);
     finish(accum, big, small);
-    if (params.amax != nullptr && params.lift == 0) fact_record_amax(params.amax, amax_a, amax_b);
   }
   // mma() waited for its last wgmma and released every stage it read.
   CUTLASS_DEVICE void mma_tail(MainloopPipeline, PipelineState, int) {}
@@ -592,100 +610,113 @@ Gemm::Arguments make_arguments(FactGemmArgs const& g) {
 // (A kernel in an anonymous namespace trips nvcc's host stub: this one has a namespace of its own.)
 namespace fact_4e48dcbad70f47b8 {
 
-// The GEMM's second run: launched to start as the first ends, it waits for the first run's stores, and
-// every CTA returns at once unless the slots give a shift (then the mainloop reads it from them too).
-template <class Kernel>
-__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
-    fact_lifted_gemm(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
+// The largest finite |x| (its bits) of this block's rows, over the block.
+__device__ unsigned fact_lift_block_amax(FactLiftOperand const& o) {
+  __shared__ unsigned warps[kLiftGateThreads / 32];
+  unsigned m = 0;
+  for (int64_t r = blockIdx.x; r < int64_t(o.rows) * o.batches; r += gridDim.x) {
+    float const* row = o.x + (r / o.rows) * o.batch_stride + (r % o.rows) * o.ld;
+    for (int c = threadIdx.x; c < o.k; c += blockDim.x) {
+      uint32_t const bits = __float_as_uint(__ldg(row + c)) & 0x7fffffffu;
+      if (bits < 0x7f800000u) m = max(m, bits);
+    }
+  }
+  m = __reduce_max_sync(0xffffffffu, m);
+  __syncthreads();  // warps[] is free (this function runs twice)
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = m;
+  __syncthreads();
+  m = 0;
+  for (int w = 0; w < kLiftGateThreads / 32; ++w) m = max(m, warps[w]);
+  return m;
+}
+
+// The gate: the flag 0 where a sampled entry of each operand rules the lift out (every block samples the
+// same entries as the GEMM's consumer warps, so all agree); else the largest finite |x| of each block's share of both operands, and
+// the flag 1. The GEMM, launched as its dependent, may start at once and reads the words after it ends.
+__global__ void __launch_bounds__(kLiftGateThreads) fact_lift_gate(FactLiftOperand a, FactLiftOperand b, unsigned* words) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
 #endif
-  if (fact_lift_shift(params.mainloop.amax) == 0) return;
-  extern __shared__ char smem[];
-  Kernel op;
-  op(params, smem);
+  bool const seen_a = __syncthreads_or(fact_lift_sample(a, threadIdx.x));
+  bool const seen_b = __syncthreads_or(fact_lift_sample(b, threadIdx.x));
+  if (seen_a && seen_b) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) words[0] = 0u;
+    return;
+  }
+  unsigned const amax_a = fact_lift_block_amax(a), amax_b = fact_lift_block_amax(b);
+  if (threadIdx.x == 0) {
+    words[1 + blockIdx.x] = amax_a;
+    words[1 + kLiftGateBlocks + blockIdx.x] = amax_b;
+    if (blockIdx.x == 0) words[0] = 1u;
+  }
 }
 
 }  // namespace fact_4e48dcbad70f47b8
 
 namespace {
 
-// Whether a grid of this kernel fits the slots (one a CTA).
-bool fact_lift_fits(typename GemmKernel::Params const& params) {
-  dim3 const grid = GemmKernel::get_grid_shape(params);
-  return int64_t(grid.x) * grid.y * grid.z <= kLiftSlots;
+// The call's operands for the gate and the consumers' sample (TN: A is M x K, B is N x K, both K-major).
+FactLiftOperand fact_lift_operand_a(FactGemmArgs const& g) {
+  return {static_cast<float const*>(g.a), g.lda, g.batch_a, g.m, g.k, g.batch_a ? g.batch : 1};
+}
+FactLiftOperand fact_lift_operand_b(FactGemmArgs const& g) {
+  return {static_cast<float const*>(g.b), g.ldb, g.batch_b, g.n, g.k, g.batch_b ? g.batch : 1};
 }
 
-// The second run of `lifted` (initialized with mainloop.lift = 1 and the first run's slots), with the
-// first run's grid, cluster and shared memory, as a programmatic dependent of the first run; where the
-// driver or a graph capture refuses that, after it as usual.
-cutlass::Status fact_run_lifted(Gemm const& lifted, cudaStream_t stream) {
-  auto const& params = lifted.params();
-  // named through the adapter: nvcc's host stub finds the alias in the anonymous namespace ambiguous
-  auto* const kernel = fact_4e48dcbad70f47b8::fact_lifted_gemm<Gemm::GemmKernel>;
-  int const smem = GemmKernel::SharedStorageSize;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) {
-    return cutlass::Status::kErrorInternal;
-  }
-  dim3 const grid = GemmKernel::get_grid_shape(params), block = GemmKernel::get_block_shape();
-  dim3 const cluster(cute::size<0>(ClusterShape{}), cute::size<1>(ClusterShape{}), cute::size<2>(ClusterShape{}));
-  void* args[] = {const_cast<typename GemmKernel::Params*>(&params)};
-  cutlass::Status status = cutlass::ClusterLauncher::launch(grid, cluster, block, smem, stream,
-                                                            reinterpret_cast<void const*>(kernel), args, true);
-  if (status != cutlass::Status::kSuccess) {
-    cudaGetLastError();
-    status = cutlass::ClusterLauncher::launch(grid, cluster, block, smem, stream,
-                                              reinterpret_cast<void const*>(kernel), args, false);
-  }
-  return status;
+// The gate on the call's operands.
+cudaError_t fact_run_lift_gate(FactGemmArgs const& g, unsigned* words, cudaStream_t stream) {
+  fact_4e48dcbad70f47b8::fact_lift_gate<<<kLiftGateBlocks, kLiftGateThreads, 0, stream>>>(fact_lift_operand_a(g), fact_lift_operand_b(g),
+                                                                                        words);
+  return cudaGetLastError();
 }
 
-}  // namespace
-
-
-namespace {
-
-// Workspace: [CUTLASS's for the first run | CUTLASS's for the second | the CTAs' slots], each part
-// 256-byte aligned.
-struct FactLiftWorkspace {
-  size_t gemm;
-  explicit FactLiftWorkspace(FactGemmArgs const& g)
-      : gemm((Gemm::get_workspace_size(make_arguments(g)) + 255) / 256 * 256) {}
-  size_t bytes() const { return 2 * gemm + kLiftBytes; }
-};
-
-}  // namespace
-
-size_t fact_gemm_workspace(FactGemmArgs const& g) { return FactLiftWorkspace(g).bytes(); }
-
-int fact_gemm_run(FactGemmArgs const& g, void* workspace, cudaStream_t stream) {
-  FactLiftWorkspace const w(g);
-  char* const base = static_cast<char*>(workspace);
-  Gemm gemm, lifted;
+// One GEMM whose consumers read the lift's words (null: no lift) and sample the whole call's operands
+// (`call`: this GEMM may be a batch of its K slices). With `gate_first`, the gate runs on the call's
+// operands first, after the GEMM's own set-up on the stream (stream-K zeroes its workspace there), and the
+// GEMM is launched to start as the gate ends.
+int fact_gemm_lifted(FactGemmArgs const& g, void* workspace, unsigned* words, FactGemmArgs const& call, bool gate_first,
+                     cudaStream_t stream) {
+  Gemm gemm;
   auto args = make_arguments(g);
-  // The second run reads the inputs again: not where the output is also the residual it reads.
-  args.mainloop.amax = g.c == g.d ? nullptr : reinterpret_cast<unsigned*>(base + 2 * w.gemm);
+  args.mainloop.lift = words;
+  args.mainloop.lift_a = fact_lift_operand_a(call);
+  args.mainloop.lift_b = fact_lift_operand_b(call);
   cutlass::Status status = gemm.can_implement(args);
   if (status != cutlass::Status::kSuccess) return fact_fail(1, "can_implement", status);
-  status = gemm.initialize(args, base, stream);
-  if (status == cutlass::Status::kSuccess && args.mainloop.amax != nullptr && !fact_lift_fits(gemm.params())) {
-    args.mainloop.amax = nullptr;  // more CTAs than slots: no record, no second run
-    status = gemm.initialize(args, base, stream);
-  }
+  status = gemm.initialize(args, workspace, stream);
   if (status != cutlass::Status::kSuccess) return fact_fail(2, "initialize", status);
-  if (args.mainloop.amax != nullptr) {
-    auto second = args;
-    second.mainloop.lift = 1;
-    status = lifted.initialize(second, base + w.gemm, stream);
-    if (status != cutlass::Status::kSuccess) return fact_fail(2, "initialize (the lifted run)", status);
+  if (words != nullptr && gate_first) {
+    cudaError_t const err = fact_run_lift_gate(call, words, stream);
+    if (err != cudaSuccess) {
+      std::snprintf(fact_error_message, sizeof(fact_error_message), "lift gate: %s", cudaGetErrorString(err));
+      return 4;
+    }
+    status = gemm.run(stream, nullptr, /*launch_with_pdl=*/true);
+    if (status != cutlass::Status::kSuccess) {  // a driver or capture that refuses the dependent launch
+      cudaGetLastError();
+      status = gemm.run(stream);
+    }
+  } else {
+    status = gemm.run(stream);
   }
-  status = gemm.run(stream);
   if (status != cutlass::Status::kSuccess) return fact_fail(3, "run", status);
-  if (args.mainloop.amax != nullptr) {
-    status = fact_run_lifted(lifted, stream);
-    if (status != cutlass::Status::kSuccess) return fact_fail(3, "run (the lifted run)", status);
-  }
   return 0;
+}
+
+// The call's operands hold entries for the gate to read.
+bool fact_lift_gated(FactGemmArgs const& g) { return g.m > 0 && g.n > 0 && g.k > 0 && g.batch > 0; }
+
+}  // namespace
+
+// Workspace: [CUTLASS's | the lift's words], 256-byte aligned.
+size_t fact_gemm_workspace(FactGemmArgs const& g) {
+  return (Gemm::get_workspace_size(make_arguments(g)) + 255) / 256 * 256 + kLiftBytes;
+}
+
+int fact_gemm_run(FactGemmArgs const& g, void* workspace, cudaStream_t stream) {
+  size_t const gemm_bytes = (Gemm::get_workspace_size(make_arguments(g)) + 255) / 256 * 256;
+  unsigned* const words = fact_lift_gated(g) ? reinterpret_cast<unsigned*>(static_cast<char*>(workspace) + gemm_bytes) : nullptr;
+  return fact_gemm_lifted(g, workspace, words, g, true, stream);
 }
 
 
