@@ -282,6 +282,9 @@ def cases(quick: bool = False) -> list[Case]:
           for where, shape, variant in (("streamk", (1, 1024, 1024, 4096), "streamk_k16_p64"),
                                         ("large_k", (1, 256, 256, 131072), "splitk_k32_p128_rawbig_rs"))
           for kind in ("subnormal", "subnormal_b", "subnormal_inf")),
+        # ... and timed: the gate then reads both operands whole before the GEMM may split
+        Case("lift_fires_large_k", (1, 256, 256, 524288), "subnormal", seeds=SEEDS[:1], kernels=("splitk_k32_p128_rawbig_rs",)),
+        Case("lift_fires_streamk", (1, 1024, 1024, 4096), "subnormal", seeds=SEEDS[:1], kernels=("streamk_k16_p64",)),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops

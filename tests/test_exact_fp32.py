@@ -608,8 +608,8 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
 @pytest.mark.parametrize("which", ["persistent", "persistent_registers", "streamk", "splitk_large_k"])
 def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str) -> None:
     """Where the mainloop splits (persistent, stream-K, parallel split-K), a gate kernel runs before the
-    GEMM: every block samples the same entries of A and B and writes the flag 0 where both show a finite
-    |x| of 2^-100 or more; else each block writes its share's largest finite |x|, and the flag 1. The
+    GEMM: every block samples the same entries of A and B and returns where both show a finite |x| of
+    2^-100 or more; else each block writes its share's largest finite |x|, and block 0 their count. The
     GEMM, launched as its programmatic dependent, samples the same entries once a CTA in each consumer
     warp; only where they do not rule the lift out does it wait for the gate (griddepcontrol.wait) and
     read its words. It scales each stage by 2^s (A) and 2^-s (B) before the split. One run of the GEMM:
@@ -628,9 +628,10 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
     gate = text[text.index("__global__ void __launch_bounds__(kLiftGateThreads) fact_lift_gate"):]
     gate = gate[:gate.index("\n}\n")]
     assert gate.index("griddepcontrol.launch_dependents") < gate.index("__syncthreads_or(fact_lift_sample(a, threadIdx.x))")
-    assert "if (seen_a && seen_b) {" in gate and "words[0] = 0u;" in gate and "words[0] = 1u;" in gate
+    assert "if (seen_a && seen_b) return;" in gate and "if (blockIdx.x == 0) words[0] = gridDim.x;" in gate  # ruled out: nothing written
     assert "return bits >= uint32_t(127 + kLiftBelow) << 23 && bits < 0x7f800000u;" in text
-    assert "if (bits < 0x7f800000u) m = max(m, bits);" in text  # infinities and NaNs do not keep an operand from the lift
+    assert "return bits < 0x7f800000u ? max(m, bits) : m;" in text  # infinities and NaNs do not keep an operand from the lift
+    assert "#pragma unroll 8" in text and "__ldg(v + i)" in text  # the full read: 16-byte loads, eight in flight
     assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
     # the GEMM: the words once a CTA, after the gate has ended; nothing of the lift among the fragments (C7513)
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
@@ -917,8 +918,8 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
 def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.TempPathFactory) -> None:
     """On the GPU: fact's pick for a batched product (8 x 512 x 1024 x 1028: persistent, split in the
     mainloop) with every entry of A, then of B, subnormal, next to SGEMM on the same inputs; an
-    infinity and a NaN among them land where SGEMM's do; and uniform inputs, where the second run
-    returns at once, give the first run's output."""
+    infinity and a NaN among them land where SGEMM's do; and uniform inputs, where the sample rules the
+    lift out."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 

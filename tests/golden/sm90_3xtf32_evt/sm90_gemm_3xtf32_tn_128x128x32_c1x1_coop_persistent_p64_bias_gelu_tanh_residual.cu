@@ -162,18 +162,20 @@ CUTLASS_DEVICE int fact_balanced_shift(unsigned amax_a, unsigned amax_b) {
 // The lift where the mainloop splits. A gate kernel runs before the GEMM (fact_lift_gate), and the GEMM is
 // launched to start as it ends. Both read the same 512 entries of A and of B, spread over rows and K
 // (fact_lift_sample): where both operands show a finite |x| of 2^-100 or more, neither can need the lift.
-// There the gate writes the flag 0 and returns, and the GEMM's consumer warps, each of which reads the
-// sample for itself before its CTA's first split, go on without waiting for it. Otherwise each block of
-// the gate writes the largest finite |x| of its share of each operand, and the flag 1; the consumers wait
-// for the gate to end (griddepcontrol.wait), read its words (fact_lift_shift), and where the shift is
-// not 0 scale each stage's x by 2^s (A) or 2^-s (B) before splitting it. Two designs were slower on an
-// H200: recording the largest |x| as the GEMM split and running the GEMM again behind a gate (2-3 % on
-// the persistent kernels, 4-10 % under stream-K and split-K), and consumers that always waited for the
-// gate (1-3 % under split-K) (results/exact_fp32/h200_2026-11-28_mainloop_lift/, h200_2026-11-28_lift_gate/).
-constexpr int kLiftGateBlocks = 16;
+// There the gate returns, and the GEMM's consumer warps, each of which reads the sample for itself
+// before its CTA's first split, go on without waiting for it (under parallel split-K the producers wait
+// for it all the same: CUTLASS's griddepcontrol.wait, which the define its reduction needs turns on).
+// Otherwise each block of the gate writes the largest finite |x| of its share of each operand; the
+// consumers wait for the gate to end (griddepcontrol.wait), read its words (fact_lift_shift), and where
+// the shift is not 0 scale each stage's x by 2^s (A) or 2^-s (B) before splitting it. That full read
+// also runs where the sample misses (an operand whose sampled entries are all zero or below 2^-100),
+// giving shift 0. A first design recorded the largest |x| as the GEMM split and ran the GEMM again
+// behind a gate: on an H200 it cost the persistent kernels 2-3 % and stream-K and split-K 4-10 %
+// (results/exact_fp32/h200_2026-11-28_mainloop_lift/, h200_2026-11-28_lift_gate/).
+constexpr int kLiftGateBlocks = 1024;  // at most (fact_run_lift_gate: a block per 2 MiB of operands, 16 to one an SM)
 constexpr int kLiftSamples = 512;  // 16 rows x 32 points of K
 constexpr int kLiftGateThreads = kLiftSamples;  // one sampled entry a thread
-constexpr int kLiftWords = 1 + 2 * kLiftGateBlocks;  // the flag, A's blocks, B's blocks
+constexpr int kLiftWords = 1 + 2 * kLiftGateBlocks;  // the count of blocks, A's blocks, B's blocks
 constexpr size_t kLiftBytes = kLiftWords * sizeof(unsigned);
 
 }  // namespace
@@ -214,11 +216,11 @@ CUTLASS_DEVICE bool fact_lift_ruled_out(FactLiftOperand const& a, FactLiftOperan
   return false;
 }
 
-// The gate's shift (each warp alone; every warp gets the same).
+// The gate's shift, once it has read both operands whole (each warp alone; every warp gets the same).
 CUTLASS_DEVICE int fact_lift_shift(unsigned const* words) {
-  if (__ldcg(words) == 0u) return 0;
+  int const blocks = min(static_cast<int>(__ldcg(words)), kLiftGateBlocks);
   unsigned a = 0, b = 0;
-  for (int i = threadIdx.x % 32; i < kLiftGateBlocks; i += 32) {
+  for (int i = threadIdx.x % 32; i < blocks; i += 32) {
     a = max(a, __ldcg(words + 1 + i));
     b = max(b, __ldcg(words + 1 + kLiftGateBlocks + i));
   }
@@ -610,16 +612,29 @@ Gemm::Arguments make_arguments(FactGemmArgs const& g) {
 // (A kernel in an anonymous namespace trips nvcc's host stub: this one has a namespace of its own.)
 namespace fact_4e48dcbad70f47b8 {
 
-// The largest finite |x| (its bits) of this block's rows, over the block.
+// An entry's |x| (its bits) folded into m, the largest finite one so far.
+__device__ unsigned fact_lift_finite_max(unsigned m, uint32_t bits) {
+  bits &= 0x7fffffffu;
+  return bits < 0x7f800000u ? max(m, bits) : m;
+}
+
+// The largest finite |x| (its bits) of this block's rows, over the block. 16-byte loads, eight in flight a
+// thread, where the rows allow them (as TMA needs them, unless the binding staged a copy).
 __device__ unsigned fact_lift_block_amax(FactLiftOperand const& o) {
   __shared__ unsigned warps[kLiftGateThreads / 32];
+  bool const vectors = reinterpret_cast<uintptr_t>(o.x) % 16 == 0 && o.ld % 4 == 0 && o.batch_stride % 4 == 0;
+  int const quads = vectors ? o.k / 4 : 0;
   unsigned m = 0;
   for (int64_t r = blockIdx.x; r < int64_t(o.rows) * o.batches; r += gridDim.x) {
     float const* row = o.x + (r / o.rows) * o.batch_stride + (r % o.rows) * o.ld;
-    for (int c = threadIdx.x; c < o.k; c += blockDim.x) {
-      uint32_t const bits = __float_as_uint(__ldg(row + c)) & 0x7fffffffu;
-      if (bits < 0x7f800000u) m = max(m, bits);
+    uint4 const* v = reinterpret_cast<uint4 const*>(row);
+#pragma unroll 8
+    for (int i = threadIdx.x; i < quads; i += blockDim.x) {
+      uint4 const q = __ldg(v + i);
+      m = fact_lift_finite_max(fact_lift_finite_max(m, q.x), q.y);
+      m = fact_lift_finite_max(fact_lift_finite_max(m, q.z), q.w);
     }
+    for (int c = 4 * quads + threadIdx.x; c < o.k; c += blockDim.x) m = fact_lift_finite_max(m, __float_as_uint(__ldg(row + c)));
   }
   m = __reduce_max_sync(0xffffffffu, m);
   __syncthreads();  // warps[] is free (this function runs twice)
@@ -630,24 +645,23 @@ __device__ unsigned fact_lift_block_amax(FactLiftOperand const& o) {
   return m;
 }
 
-// The gate: the flag 0 where a sampled entry of each operand rules the lift out (every block samples the
-// same entries as the GEMM's consumer warps, so all agree); else the largest finite |x| of each block's share of both operands, and
-// the flag 1. The GEMM, launched as its dependent, may start at once and reads the words after it ends.
+// The gate. Where a sampled entry of each operand rules the lift out (every block samples the same
+// entries as the GEMM's consumer warps, so all agree), it returns and writes nothing: the consumers then
+// read no word of it. Else each block writes the largest finite |x| of its share of both operands, and
+// block 0 the count of blocks. The GEMM, launched as its dependent, may start at once; a consumer whose
+// sample did not rule the lift out reads the words after the gate ends.
 __global__ void __launch_bounds__(kLiftGateThreads) fact_lift_gate(FactLiftOperand a, FactLiftOperand b, unsigned* words) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
   bool const seen_a = __syncthreads_or(fact_lift_sample(a, threadIdx.x));
   bool const seen_b = __syncthreads_or(fact_lift_sample(b, threadIdx.x));
-  if (seen_a && seen_b) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) words[0] = 0u;
-    return;
-  }
+  if (seen_a && seen_b) return;
   unsigned const amax_a = fact_lift_block_amax(a), amax_b = fact_lift_block_amax(b);
   if (threadIdx.x == 0) {
     words[1 + blockIdx.x] = amax_a;
     words[1 + kLiftGateBlocks + blockIdx.x] = amax_b;
-    if (blockIdx.x == 0) words[0] = 1u;
+    if (blockIdx.x == 0) words[0] = gridDim.x;
   }
 }
 
@@ -665,8 +679,14 @@ FactLiftOperand fact_lift_operand_b(FactGemmArgs const& g) {
 
 // The gate on the call's operands.
 cudaError_t fact_run_lift_gate(FactGemmArgs const& g, unsigned* words, cudaStream_t stream) {
-  fact_4e48dcbad70f47b8::fact_lift_gate<<<kLiftGateBlocks, kLiftGateThreads, 0, stream>>>(fact_lift_operand_a(g), fact_lift_operand_b(g),
-                                                                                        words);
+  // A block per 2 MiB of the operands, 16 to one an SM. Where the sample rules the lift out each block
+  // returns at once, but the GEMM's CTAs start only as they leave: one block an SM cost 2-7 % against 16
+  // blocks at 256^2 to 1024^2 x 4096 on an H200. The full read needs them: there 32 blocks read 0.6 TB/s
+  // (256x256x524288 with the lift took 2.5 ms, 1.25 ms with one block an SM; 0.63 without the lift).
+  int64_t const bytes = sizeof(float) * (int64_t(g.m) * (g.batch_a ? g.batch : 1) + int64_t(g.n) * (g.batch_b ? g.batch : 1)) * g.k;
+  int const blocks = static_cast<int>(std::min<int64_t>(std::max<int64_t>(16, bytes >> 21),
+                                                        std::min(std::max(1, g.sm_count), kLiftGateBlocks)));
+  fact_4e48dcbad70f47b8::fact_lift_gate<<<blocks, kLiftGateThreads, 0, stream>>>(fact_lift_operand_a(g), fact_lift_operand_b(g), words);
   return cudaGetLastError();
 }
 
@@ -686,6 +706,11 @@ int fact_gemm_lifted(FactGemmArgs const& g, void* workspace, unsigned* words, Fa
   status = gemm.initialize(args, workspace, stream);
   if (status != cutlass::Status::kSuccess) return fact_fail(2, "initialize", status);
   if (words != nullptr && gate_first) {
+    cudaError_t const pending = cudaGetLastError();  // none may be left from before: a failure here is the gate's
+    if (pending != cudaSuccess) {
+      std::snprintf(fact_error_message, sizeof(fact_error_message), "before the lift gate: %s", cudaGetErrorString(pending));
+      return 3;
+    }
     cudaError_t const err = fact_run_lift_gate(call, words, stream);
     if (err != cudaSuccess) {
       std::snprintf(fact_error_message, sizeof(fact_error_message), "lift gate: %s", cudaGetErrorString(err));
