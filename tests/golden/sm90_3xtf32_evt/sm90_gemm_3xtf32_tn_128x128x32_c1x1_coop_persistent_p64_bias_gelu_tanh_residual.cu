@@ -683,10 +683,11 @@ cudaError_t fact_run_lift_gate(FactGemmArgs const& g, unsigned* words, cudaStrea
   // returns at once, but the GEMM's CTAs start only as they leave: one block an SM cost 2-7 % against 16
   // blocks at 256^2 to 1024^2 x 4096 on an H200. The full read needs them: there 32 blocks read 0.6 TB/s
   // (256x256x524288 with the lift took 2.5 ms, 1.25 ms with one block an SM; 0.63 without the lift).
-  int64_t const bytes = sizeof(float) * (int64_t(g.m) * (g.batch_a ? g.batch : 1) + int64_t(g.n) * (g.batch_b ? g.batch : 1)) * g.k;
+  FactLiftOperand const a = fact_lift_operand_a(g), b = fact_lift_operand_b(g);
+  int64_t const bytes = sizeof(float) * (int64_t(a.rows) * a.batches + int64_t(b.rows) * b.batches) * g.k;
   int const blocks = static_cast<int>(std::min<int64_t>(std::max<int64_t>(16, bytes >> 21),
                                                         std::min(std::max(1, g.sm_count), kLiftGateBlocks)));
-  fact_4e48dcbad70f47b8::fact_lift_gate<<<blocks, kLiftGateThreads, 0, stream>>>(fact_lift_operand_a(g), fact_lift_operand_b(g), words);
+  fact_4e48dcbad70f47b8::fact_lift_gate<<<blocks, kLiftGateThreads, 0, stream>>>(a, b, words);
   return cudaGetLastError();
 }
 
