@@ -198,7 +198,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low
+    inputs: str = "uniform"  # uniform | wide | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low | sample_miss
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -207,7 +207,7 @@ class Case:
     @property
     def epilogue(self) -> bool:
         """Bias, tanh-GELU and residual after the product (its kernels are the `evt_` ones)."""
-        return self.kernels[0].startswith("evt")
+        return bool(self.kernels) and self.kernels[0].startswith("evt")
 
     @property
     def refusal(self) -> str | None:
@@ -285,6 +285,13 @@ def cases(quick: bool = False) -> list[Case]:
         # ... and timed: the gate then reads both operands whole before the GEMM may split
         Case("lift_fires_large_k", (1, 256, 256, 524288), "subnormal", seeds=SEEDS[:1], kernels=("splitk_k32_p128_rawbig_rs",)),
         Case("lift_fires_streamk", (1, 1024, 1024, 4096), "subnormal", seeds=SEEDS[:1], kernels=("streamk_k16_p64",)),
+        # uniform inputs but for the 16 rows of A the lift's sample reads, which are zero: the sample misses,
+        # and the gate reads both operands whole (shift 0) before the GEMM; fact's pick beside SGEMM
+        *(Case(f"sample_miss_{label}", shape, "sample_miss", seeds=SEEDS[:2], kernels=())
+          for label, shape in (("tiles16_512x512x4096", (1, 512, 512, 4096)),
+                               ("tiles64_1024x1024x4096", (1, 1024, 1024, 4096)),
+                               ("large_k_131072", (1, 256, 256, 131072)),
+                               ("batched_128x512x2048x1024", (128, 512, 2048, 1024)))),
         Case("inf", (1, 256, 256, 1024), "inf", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         Case("nan", (1, 256, 256, 1024), "nan", timed=False, kernels=("gemm_p64", "gemm_p128", "gemm_k16_p64", "gemm_128x96_p64_rs", *acc2, *checked)),
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops
@@ -436,6 +443,8 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         low = torch.tensor([0x7F800001], dtype=torch.int32, device="cuda").view(torch.float32)  # bits kept
         a[0, 3, 5:6] = low
         w[0, n - 2, 7:8] = low
+    if case.inputs == "sample_miss":  # the rows of A the lift's sample reads (fact_lift_sample), zero
+        a[:, [i * (m - 1) // 15 for i in range(16)], :] = 0
     out = {"a": a, "w": w}
     if case.epilogue:
         out["bias"] = draw(n)

@@ -592,6 +592,8 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)",
                                           "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)")]
     assert order == sorted(order) and "cudaMemsetAsync" not in text and "atomicMax" not in text
+    fill = text[text.index("CUTLASS_DEVICE unsigned fill_tile("):text.index("CUTLASS_DEVICE void split_tile(")]
+    assert "amax = fact_lift_finite_max(amax, __float_as_uint(v[l]));" in fill  # the gate's rule (finite |x| only)
     split = text[text.index("cudaError_t fact_split("):text.index("int fact_gemm_run(")]
     order = [split.index(step) for step in ("fact_split_operands<<<blocks, block, 0, stream>>>(a, b, amax)",
                                             "fact_launch_dependent(split_pass::fact_resplit_shifted")]
@@ -631,7 +633,11 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
     assert "if (seen_a && seen_b) return;" in gate and "if (blockIdx.x == 0) words[0] = gridDim.x;" in gate  # ruled out: nothing written
     assert "return bits >= uint32_t(127 + kLiftBelow) << 23 && bits < 0x7f800000u;" in text
     assert "return bits < 0x7f800000u ? max(m, bits) : m;" in text  # infinities and NaNs do not keep an operand from the lift
-    assert "#pragma unroll 8" in text and "__ldg(v + i)" in text  # the full read: 16-byte loads, eight in flight
+    assert "constexpr int kLiftLoads = 8;" in text and "__ldg(v + i + j * step)" in text  # the full read: 16-byte loads, eight in flight
+    # ... over every thread of the grid where the rows lie back to back, a whole row a block otherwise
+    amax = text[text.index("__device__ unsigned fact_lift_block_amax("):text.index("__global__ void __launch_bounds__")]
+    assert "bool const dense = o.ld == o.k && (o.batches == 1 || o.batch_stride == int64_t(o.rows) * o.k);" in amax
+    assert "int64_t const step = dense ? int64_t(gridDim.x) * blockDim.x : blockDim.x;" in amax
     assert "if (min(ea, eb) >= kLiftBelow) return 0;" in text and "constexpr int kLiftBelow = -100;" in text
     # the GEMM: the words once a CTA, after the gate has ended; nothing of the lift among the fragments (C7513)
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
@@ -950,7 +956,9 @@ def test_streamk_and_splitk_kernels_lift_subnormal_operands(shape: tuple[int, in
     """On the GPU: fact's stream-K pick (1024 x 1024 x 4096) and its parallel split-K pick (256 x 256 x 65536)
     with every entry of A, then of B, subnormal, an infinity and a NaN among them: the gate finds no
     entry that rules the lift out, and the consumers scale each stage. Non-finite entries where SGEMM's
-    are, the finite ones within its error (5.8e-6 against 4.1e-7 before these kernels lifted)."""
+    are, the finite ones within its error (5.8e-6 against 4.1e-7 before these kernels lifted). A is a view
+    of wider rows where it is the subnormal one: the gate reads it row by row, and B, whose rows lie
+    back to back, as one range."""
     from fact.compile.cache import BuildCache
     from fact.realize import build
 
@@ -966,6 +974,9 @@ def test_streamk_and_splitk_kernels_lift_subnormal_operands(shape: tuple[int, in
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
         a, w = (a * 1e-39, w * 1e19) if small_side == "a" else (a * 1e19, w * 1e-39)
         a[3, 5], w[7, 11] = float("inf"), float("nan")
+        if small_side == "a":  # rows of k entries, k + 4 apart (1.0 between them: the gate must not read it)
+            a = torch.cat([a, torch.ones(m, 4, device="cuda")], dim=1)[:, :k]
+            assert a.stride(0) == k + 4
         ref = a.double() @ w.double().T
         out = torch.full((m, n), float("nan"), device="cuda")
         kernel(a, w.T, None, None, out)

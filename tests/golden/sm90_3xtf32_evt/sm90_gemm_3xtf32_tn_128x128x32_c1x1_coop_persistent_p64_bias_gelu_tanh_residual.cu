@@ -159,6 +159,12 @@ CUTLASS_DEVICE int fact_balanced_shift(unsigned amax_a, unsigned amax_b) {
   return diff >= 0 ? diff / 2 : -((1 - diff) / 2);  // floor((eb - ea) / 2)
 }
 
+// An entry x (its bits) folded into m, the bits of the largest finite |x| so far: what both lifts record.
+CUTLASS_DEVICE unsigned fact_lift_finite_max(unsigned m, uint32_t bits) {
+  bits &= 0x7fffffffu;
+  return bits < 0x7f800000u ? max(m, bits) : m;
+}
+
 // The lift where the mainloop splits. A gate kernel runs before the GEMM (fact_lift_gate), and the GEMM is
 // launched to start as it ends. Both read the same 512 entries of A and of B, spread over rows and K
 // (fact_lift_sample): where both operands show a finite |x| of 2^-100 or more, neither can need the lift.
@@ -612,29 +618,36 @@ Gemm::Arguments make_arguments(FactGemmArgs const& g) {
 // (A kernel in an anonymous namespace trips nvcc's host stub: this one has a namespace of its own.)
 namespace fact_4e48dcbad70f47b8 {
 
-// An entry's |x| (its bits) folded into m, the largest finite one so far.
-__device__ unsigned fact_lift_finite_max(unsigned m, uint32_t bits) {
-  bits &= 0x7fffffffu;
-  return bits < 0x7f800000u ? max(m, bits) : m;
-}
+constexpr int kLiftLoads = 8;  // 16-byte loads in flight a thread, in the gate's full read
 
-// The largest finite |x| (its bits) of this block's rows, over the block. 16-byte loads, eight in flight a
-// thread, where the rows allow them (as TMA needs them, unless the binding staged a copy).
+// The largest finite |x| (its bits) of this block's share of an operand, over the block: 16-byte loads, eight
+// in flight a thread, where the rows allow them (as TMA needs them, unless the binding staged a copy). Rows
+// that lie back to back (ld = k, batches one after the other: as a rule) are one range, spread over every
+// thread of the grid; else each block reads whole rows. Row by row, a row of K = 4096 gave a thread two
+// loads at a time, and 16 blocks read 0.2-0.3 TB/s.
 __device__ unsigned fact_lift_block_amax(FactLiftOperand const& o) {
   __shared__ unsigned warps[kLiftGateThreads / 32];
-  bool const vectors = reinterpret_cast<uintptr_t>(o.x) % 16 == 0 && o.ld % 4 == 0 && o.batch_stride % 4 == 0;
-  int const quads = vectors ? o.k / 4 : 0;
+  bool const dense = o.ld == o.k && (o.batches == 1 || o.batch_stride == int64_t(o.rows) * o.k);
+  int64_t const rows = dense ? 1 : int64_t(o.rows) * o.batches;
+  int64_t const length = dense ? int64_t(o.rows) * o.batches * o.k : o.k;
+  int64_t const first = dense ? int64_t(blockIdx.x) * blockDim.x + threadIdx.x : threadIdx.x;
+  int64_t const step = dense ? int64_t(gridDim.x) * blockDim.x : blockDim.x;
   unsigned m = 0;
-  for (int64_t r = blockIdx.x; r < int64_t(o.rows) * o.batches; r += gridDim.x) {
+  for (int64_t r = dense ? 0 : blockIdx.x; r < rows; r += gridDim.x) {
     float const* row = o.x + (r / o.rows) * o.batch_stride + (r % o.rows) * o.ld;
+    int64_t const quads = reinterpret_cast<uintptr_t>(row) % 16 == 0 ? length / 4 : 0;
     uint4 const* v = reinterpret_cast<uint4 const*>(row);
-#pragma unroll 8
-    for (int i = threadIdx.x; i < quads; i += blockDim.x) {
-      uint4 const q = __ldg(v + i);
-      m = fact_lift_finite_max(fact_lift_finite_max(m, q.x), q.y);
-      m = fact_lift_finite_max(fact_lift_finite_max(m, q.z), q.w);
+    for (int64_t i = first; i < quads; i += kLiftLoads * step) {
+      uint4 q[kLiftLoads];  // every load issued before the first is used (0 past the end: no |x| is less)
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kLiftLoads; ++j) q[j] = i + j * step < quads ? __ldg(v + i + j * step) : make_uint4(0, 0, 0, 0);
+      CUTLASS_PRAGMA_UNROLL
+      for (int j = 0; j < kLiftLoads; ++j) {
+        m = fact_lift_finite_max(fact_lift_finite_max(m, q[j].x), q[j].y);
+        m = fact_lift_finite_max(fact_lift_finite_max(m, q[j].z), q[j].w);
+      }
     }
-    for (int c = 4 * quads + threadIdx.x; c < o.k; c += blockDim.x) m = fact_lift_finite_max(m, __float_as_uint(__ldg(row + c)));
+    for (int64_t c = 4 * quads + first; c < length; c += step) m = fact_lift_finite_max(m, __float_as_uint(__ldg(row + c)));
   }
   m = __reduce_max_sync(0xffffffffu, m);
   __syncthreads();  // warps[] is free (this function runs twice)
