@@ -670,6 +670,44 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
         assert "+ kLiftBytes;" in text[text.index("size_t fact_gemm_workspace("):]
 
 
+def test_parallel_split_k_takes_a_shorter_last_slice_in_its_one_launch() -> None:
+    """Under parallel split-K the K slices are the GEMM's batches, all of one depth. At large K (a raw big
+    part), where K is whole tile depths, the last slice may hold less of K than the others (33 slices of 256x256x524288 on 132 SMs,
+    where 32 left 4 SMs idle): its producer reads the k-tiles past its data from past the end of the
+    batch's K, which TMA fills with zeros, and the call is one launch. Else a shorter last slice runs as a
+    GEMM of its own after the others."""
+    spec = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")
+    assert spec.mode is Mode.SPLITK_PARALLEL
+    text = render(spec).sources[f"{spec.name}.cu"]
+    plan = text[text.index("struct FactSplitPlan"):text.index("int64_t count() const")]
+    assert "bool const one_launch = g.k % tile_k == 0;" in plan
+    assert "full = one_launch ? (g.k + depth - 1) / depth : g.k / depth;" in plan
+    assert "last = one_launch ? g.k - (full - 1) * depth : depth;" in plan
+    assert "rest = g.k - (full - 1) * depth - last;" in plan
+    # the count: the fewest slices that end soonest; one launch spans only the depth
+    assert "int64_t const span = depth + (g.k % tile_k == 0 ? 0 : g.k - g.k / depth * depth);" in plan
+    assert "if (span < best_span) best = s, best_span = span;" in plan
+    run = text[text.index("int fact_gemm_run("):]
+    assert run.index("s.k_last = plan.last < plan.depth ? static_cast<int>(plan.last) : 0;") < run.index("fact_gemm_lifted(")
+    assert "args.mainloop.k_last = g.k_last;" in text[text.index("make_arguments(FactGemmArgs const& g)"):]
+    # the mainloop: the short batch from k_last, whole k-tiles only; past its data, k-tiles past the batch's K
+    assert "args.k_last > 0 && args.k_last < K ? int(L) - 1 : -1, args.k_last / int(size<2>(TileShape{}))" in text
+    assert "args.k_last >= 0 && args.k_last % int(size<2>(TileShape{})) == 0;" in text
+    load = text[text.index("CUTLASS_DEVICE void load("):text.index("CUTLASS_DEVICE void load_tail(")]
+    assert "int const data_tiles = static_cast<int>(l_coord) == params.short_batch ? params.short_k_tiles : k_tile_count;" in load
+    assert "int const zeros = size<3>(tAgA);" in load
+    assert "int const k = *k_tile_iter < data_tiles ? *k_tile_iter : zeros;" in load
+    assert "tAgA(_, _, _, k)" in load and "tBgB(_, _, _, k)" in load and "*k_tile_iter)" not in load
+    # the few-tile split-K kernels (no raw big part) run a shorter last slice apart: 1.5 % faster there
+    few = spec_for(_match(k=4096, n=256), "sm90")
+    assert few.mode is Mode.SPLITK_PARALLEL and not few.tiles.raw_big
+    few_text = render(few).sources[f"{few.name}.cu"]
+    assert "bool const one_launch = false;" in few_text and "short_batch" not in few_text
+    # kernels that are not split-K read every k-tile of their batch
+    plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
+    assert "int const k = *k_tile_iter;" in plain and "short_batch" not in plain and "args.mainloop.k_last" not in plain
+
+
 def test_a_raw_big_split_writes_only_the_small_parts() -> None:
     """raw_big: x stays where TMA wrote it (wgmma truncates it to big), the split writes small parts
     only; named and keyed apart; the JSON of the tuning database carries it."""

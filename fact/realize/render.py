@@ -162,6 +162,9 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "lift_mainloop": spec.lifts_in_mainloop,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
+                   # ... and at large K (a raw big part) a shorter last slice among them, in one launch: there
+                   # it gained 2-4 %, where the few-tile kernels lost 1.5 % (results/exact_fp32/h200_2026-11-28_gate_read/)
+                   "short_last_slice": spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.raw_big,
                    "min_slice_depth": SPLITK_MIN_SLICE_DEPTH,
                    # the layouts the presplit pass reads (the kernel itself is TN)
                    "source_row_a": spec.layout_a is Layout.ROW, "source_row_b": spec.layout_b is Layout.ROW}
@@ -174,7 +177,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
             if spec.mode is Mode.SPLITK_PARALLEL:
                 # the splits are the batches of the GEMM, which writes fp32 partial sums (16-byte vectors)
-                ctx.update(batched=True, align_cd=4, auto_splits=False, lift_mainloop=False)
+                ctx.update(batched=True, align_cd=4, auto_splits=False, short_last_slice=False, lift_mainloop=False)
                 kernel = ENV.get_template("sm90_gemm_splitk.cu.j2").render(**ctx)
             else:
                 kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)

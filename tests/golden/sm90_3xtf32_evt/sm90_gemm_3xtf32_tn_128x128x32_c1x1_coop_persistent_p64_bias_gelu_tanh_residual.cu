@@ -342,7 +342,7 @@ struct FactSplitTf32Mainloop {
     auto [M, N, K, L] = append<4>(problem_shape, 1);
     // TMA: 16-byte aligned rows (4 floats); the base pointers are checked by the binding
     return cutlass::detail::check_alignment<4>(cute::make_shape(M, K, L), StrideA{}) &&
-           cutlass::detail::check_alignment<4>(cute::make_shape(N, K, L), StrideB{});
+           cutlass::detail::check_alignment<4>(cute::make_shape(N, K, L), StrideB{});  // a short slice ends on a whole k-tile
   }
 
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& params) {
@@ -395,8 +395,9 @@ struct FactSplitTf32Mainloop {
       pipeline.producer_acquire(write_state);
       auto* barrier = pipeline.producer_get_barrier(write_state);
       int const stage = write_state.index();
-      copy(params.tma_load_a.with(*barrier, mcast_a), tAgA(_, _, _, *k_tile_iter), tAsA(_, _, _, stage));
-      copy(params.tma_load_b.with(*barrier, mcast_b), tBgB(_, _, _, *k_tile_iter), tBsB(_, _, _, stage));
+      int const k = *k_tile_iter;
+      copy(params.tma_load_a.with(*barrier, mcast_a), tAgA(_, _, _, k), tAsA(_, _, _, stage));
+      copy(params.tma_load_b.with(*barrier, mcast_b), tBgB(_, _, _, k), tBsB(_, _, _, stage));
       ++k_tile_iter;
       ++write_state;
     }
