@@ -695,8 +695,8 @@ FactLiftOperand fact_lift_operand_b(FactGemmArgs const& g) {
 cudaError_t fact_run_lift_gate(FactGemmArgs const& g, unsigned* words, cudaStream_t stream) {
   // A block per 2 MiB of the operands, 16 to one an SM. Where the sample rules the lift out each block
   // returns at once, but the GEMM's CTAs start only as they leave: one block an SM cost 2-7 % against 16
-  // blocks at 256^2 to 1024^2 x 4096 on an H200. The full read needs them: there 32 blocks read 0.6 TB/s
-  // (256x256x524288 with the lift took 2.5 ms, 1.25 ms with one block an SM; 0.63 without the lift).
+  // blocks at 256^2 to 1024^2 x 4096 on an H200. The full read needs them: one block an SM reads about
+  // 2.5-3.4 TB/s, 16 blocks about 0.5 (results/exact_fp32/h200_2026-11-28_gate_read/).
   FactLiftOperand const a = fact_lift_operand_a(g), b = fact_lift_operand_b(g);
   int64_t const bytes = sizeof(float) * (int64_t(a.rows) * a.batches + int64_t(b.rows) * b.batches) * g.k;
   int const blocks = static_cast<int>(std::min<int64_t>(std::max<int64_t>(16, bytes >> 21),
