@@ -468,6 +468,31 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert [promotion_for(k, 1536, 1536) for k in (1024, 4095, 4096)] == [64, 64, 128]  # 144 tiles: as before
 
 
+def test_a_split_in_registers_reads_each_k_block_before_the_wait_that_frees_its_fragments() -> None:
+    """With A split in registers, each k-block's raw A is read from shared memory into registers no wgmma
+    reads, before the warpgroup_wait that frees its fragments; the split into the fragments follows the
+    wait. The read's latency then runs under the wait: 1-4 % faster at large K on an H200
+    (results/exact_fp32/h200_2026-11-28_gate_read/run6_a_read_ahead/)."""
+    rs = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")
+    assert rs.tiles.a_in_registers and rs.tiles.raw_big
+    text = render(rs).sources[f"{rs.name}.cu"]
+    mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
+    assert "auto load_a = [&](int k, int stage) { copy(copy_a, tAsA(_, _, k, stage), tArRaw(_, _, k)); };" in mma
+    assert "a_big(i) = x(i);" in mma and "fact_small_of_raw(x(i).raw())" in mma  # the raw big part: x itself
+    enter = mma[mma.index("auto enter = [&](PipelineState state) {"):]
+    enter = enter[:enter.index("};")]
+    order = [enter.index(step) for step in ("pipeline.consumer_wait(", "load_a(0, state.index());", "warpgroup_wait<1>();",
+                                            "pipeline.b_split_wait(", "split_a(0);")]
+    assert order == sorted(order)
+    loop = mma[mma.index("for (int tile = 0; tile < k_tile_count; ++tile) {"):]
+    order = [loop.index(step) for step in ("enter(read_state);", "warpgroup_commit_batch();", "load_a(k + 1, stage);",
+                                           "warpgroup_wait<1>();", "split_a(k + 1);")]
+    assert order == sorted(order)
+    rounded = GemmSpec(**{**rs.__dict__, "tiles": dataclasses.replace(rs.tiles, raw_big=False)}).validate()
+    rounded_text = render(rounded).sources[f"{rounded.name}.cu"]
+    assert "uint32_t word = x(i).raw(), rest;" in rounded_text  # the rounded split, from the same registers
+
+
 def test_b_split_takes_turns_where_a_is_split_in_registers() -> None:
     """With A split in registers the two consumer warpgroups take turns at B's split, two k-tiles ahead,
     each announcing its stage on a barrier of the pipeline's; no named barrier a stage joins them. The
