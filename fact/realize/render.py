@@ -162,8 +162,9 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "lift_mainloop": spec.lifts_in_mainloop,
                    # parallel split-K: the K slices are the GEMM's batches; untuned calls pick their count
                    "splitk": spec.mode is Mode.SPLITK_PARALLEL, "auto_splits": True,
-                   # ... and at large K (a raw big part) a shorter last slice among them, in one launch: there
-                   # it gained 2-4 %, where the few-tile kernels lost 1.5 % (results/exact_fp32/h200_2026-11-28_gate_read/)
+                   # ... and at large K (a raw big part) a shorter last slice among them, in one launch: 2-4 %
+                   # there; the few-tile kernels, whose slice count it does not change, keep theirs apart
+                   # (results/exact_fp32/h200_2026-11-28_gate_read/)
                    "short_last_slice": spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.raw_big,
                    "min_slice_depth": SPLITK_MIN_SLICE_DEPTH,
                    # the layouts the presplit pass reads (the kernel itself is TN)

@@ -17,8 +17,9 @@ struct FactGemmArgs {
   // 2 along N), swizzle width, K splits (stream-K scheduler only; 1 = its own decomposition) and how
   // the splits of a tile are summed (stream-K only; 0 in K order, deterministic; 1 by atomic adds)
   int raster = 0, swizzle = 1, splits = 1, reduction = 0;
-  // parallel split-K, where the mainloop serves it: the K of the last batch (slice) that holds data, where
-  // less than k (0: all of it); that batch reads the rest of its k as zeros
+  // internal to a parallel split-K run, which sets it on its batches of K slices (callers leave it 0): the
+  // K of the last batch that holds data, a whole number of tile depths, where less than k (0: all of it);
+  // that batch reads the rest of its k as zeros
   int k_last = 0;
 };
 
