@@ -810,7 +810,7 @@ def test_rendered_source_carries_the_design() -> None:
     assert "atomic_add" not in splitk_text and "CUTLASS_ENABLE_GDC" not in streamk_text
     # A split in registers a k-block at a time (RS wgmma), each k-block's fragments its own
     assert "using TiledMma = Tf32RsMma;" in splitk_text and "warpgroup_wait<1>();" in splitk_text
-    assert "fact_small_of_raw(a_big(i).raw())" in splitk_text and "storage.a_small" not in splitk_text
+    assert "fact_small_of_raw(x(i).raw())" in splitk_text and "storage.a_small" not in splitk_text
     assert "struct atomic_add<float>" in streamk_text and "__stcg(ptr, __ldcg(ptr) + data)" in streamk_text
     assert "reduction_mode = ReductionMode::Deterministic;" in streamk_text and "Nondeterministic" not in streamk_text
     assert "atomic_add" not in text and "reduction_mode" not in text  # persistent: no workspace reduction

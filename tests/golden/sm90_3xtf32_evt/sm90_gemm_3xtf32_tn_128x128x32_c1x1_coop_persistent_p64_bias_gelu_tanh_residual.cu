@@ -623,12 +623,12 @@ constexpr int kLiftLoads = 8;  // 16-byte loads in flight a thread, in the gate'
 
 // The largest finite |x| (its bits) of this block's share of an operand, over the block: 16-byte loads, eight
 // in flight a thread, where the rows allow them (as TMA needs them, unless the binding staged a copy). Rows
-// that lie back to back (ld = k or one row, batches one after the other: as a rule) are one range, spread over every
+// that lie back to back (ld = k, batches one after the other: as a rule) are one range, spread over every
 // thread of the grid; else each block reads whole rows. Row by row, a row of K = 4096 gave a thread two
 // loads at a time, and 16 blocks read 0.2-0.3 TB/s.
 __device__ unsigned fact_lift_block_amax(FactLiftOperand const& o) {
   __shared__ unsigned warps[kLiftGateThreads / 32];
-  bool const dense = (o.ld == o.k || o.rows == 1) && (o.batches == 1 || o.batch_stride == int64_t(o.rows) * o.k);
+  bool const dense = o.ld == o.k && (o.batches == 1 || o.batch_stride == int64_t(o.rows) * o.k);
   int64_t const rows = dense ? 1 : int64_t(o.rows) * o.batches;
   int64_t const length = dense ? int64_t(o.rows) * o.batches * o.k : o.k;
   int64_t const first = dense ? int64_t(blockIdx.x) * blockDim.x + threadIdx.x : threadIdx.x;
