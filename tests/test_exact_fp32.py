@@ -706,14 +706,10 @@ def test_parallel_split_k_takes_a_shorter_last_slice_in_its_one_launch() -> None
     spec = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")
     assert spec.mode is Mode.SPLITK_PARALLEL
     text = render(spec).sources[f"{spec.name}.cu"]
-    plan = text[text.index("struct FactSplitPlan"):text.index("int64_t count() const")]
-    assert "bool const one_launch = g.k % tile_k == 0;" in plan
-    assert "full = one_launch ? (g.k + depth - 1) / depth : g.k / depth;" in plan
-    assert "last = one_launch ? g.k - (full - 1) * depth : depth;" in plan
-    assert "rest = g.k - (full - 1) * depth - last;" in plan
-    # the count: the fewest slices that end soonest; one launch spans only the depth
-    assert "int64_t const span = depth + (g.k % tile_k == 0 ? 0 : g.k - g.k / depth * depth);" in plan
-    assert "if (span < best_span) best = s, best_span = span;" in plan
+    # the cut itself (slices, the short last one, the count) is tests/test_split_plan.py's, compiled alone
+    cut = text[text.index("static FactSplitCut cut("):text.index("static int64_t ldp(")]
+    assert "return fact_split_cut(g.k, tile_k, splits, true);" in cut
+    assert "fact_auto_splits(g.k, tile_k, tiles, g.sm_count, most, true)" in cut
     assert "g.k_last = 0;  // every slice whole" in text  # a slice of the call never carries the caller's
     run = text[text.index("int fact_gemm_run("):]
     assert run.index("s.k_last = plan.last < plan.depth ? static_cast<int>(plan.last) : 0;") < run.index("fact_gemm_lifted(")
@@ -730,7 +726,7 @@ def test_parallel_split_k_takes_a_shorter_last_slice_in_its_one_launch() -> None
     few = spec_for(_match(k=4096, n=256), "sm90")
     assert few.mode is Mode.SPLITK_PARALLEL and not few.tiles.raw_big
     few_text = render(few).sources[f"{few.name}.cu"]
-    assert "bool const one_launch = false;" in few_text and "short_batch" not in few_text
+    assert "return fact_split_cut(g.k, tile_k, splits, false);" in few_text and "short_batch" not in few_text
     # kernels that are not split-K read every k-tile of their batch
     plain = render(exact_sm90()[0]).sources[f"{exact_sm90()[0].name}.cu"]
     assert "int const k = *k_tile_iter;" in plain and "short_batch" not in plain and "args.mainloop.k_last" not in plain
@@ -806,7 +802,7 @@ def test_rendered_source_carries_the_design() -> None:
     deep_text = render(deep).sources[f"{deep.name}.cu"]
     assert deep.mode is Mode.SPLITK_PARALLEL and "small(i) = fmaf(" not in deep_text and "accum(i) += big(i);" in deep_text
     assert "GemmUniversalMode::kBatched" in splitk_text and "fact_splitk_reduce<float>" in splitk_text
-    assert "auto_splits(g, tile_k)" in splitk_text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in splitk_text
+    assert "fact_auto_splits(g.k, tile_k, tiles" in splitk_text and "#define CUTLASS_ENABLE_GDC_FOR_SM90 1" in splitk_text
     assert "atomic_add" not in splitk_text and "CUTLASS_ENABLE_GDC" not in streamk_text
     # A split in registers a k-block at a time (RS wgmma), each k-block's fragments its own
     assert "using TiledMma = Tf32RsMma;" in splitk_text and "warpgroup_wait<1>();" in splitk_text

@@ -281,7 +281,7 @@ def test_sm90_parallel_split_k_runs_its_slices_as_batches_and_adds_them_apart() 
     assert "__ldcg(part + " in text and "float const* __restrict__ parts" not in text
     assert "config.numAttrs = 0;" in text
     # CUTLASS's mainloop reads each batch whole: a shorter last slice is a GEMM of its own
-    assert "bool const one_launch = false;" in text and "s.k_last" in text and "short_batch" not in text
+    assert "return fact_split_cut(g.k, tile_k, splits, false);" in text and "s.k_last" in text and "short_batch" not in text
     assert "{%" not in text and "{{ " not in text
     row = render(replace(spec, layout_a=Layout.ROW)).sources[f"{replace(spec, layout_a=Layout.ROW).name}.cu"]
     assert "int64_t const k_step_a = 1, k_step_b = 1;" in row
