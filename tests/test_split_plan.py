@@ -56,7 +56,7 @@ def test_slices_cover_k_in_whole_tile_depths_and_never_outnumber_the_request(pla
     queries = [("cut", k, tile_k, splits, short)
                for k in _ks(rng) for tile_k in (16, 32) for splits in (1, 2, 3, 4, 7, 8, 16, 32, 33, 64, 132)
                for short in (0, 1)]
-    for (_, k, tile_k, splits, short), (depth, full, last, rest, count) in zip(queries, plan(queries)):
+    for (_, k, tile_k, splits, short), (depth, full, last, rest, count) in zip(queries, plan(queries), strict=True):
         where = f"K={k} tile_k={tile_k} splits={splits} short={short}"
         assert depth % tile_k == 0 and depth >= max(tile_k, math.ceil(k / splits)), where
         assert depth < max(tile_k, math.ceil(k / splits)) + tile_k, where  # the shallowest such depth
@@ -80,7 +80,7 @@ def test_most_splits_is_the_tuners(plan) -> None:
     rng = random.Random(1)
     ks = _ks(rng)
     queries = [("most", k, tile_k, SPLITK_MIN_SLICE_DEPTH) for k in ks for tile_k in (16, 32, 64, 256)]
-    for (_, k, tile_k, _), (most,) in zip(queries, plan(queries)):
+    for (_, k, tile_k, _), (most,) in zip(queries, plan(queries), strict=True):
         tiles = Sm90SplitTiles((128, 128, tile_k), (1, 1), promotion=max(tile_k, 32))
         assert most == tiles.most_splits(k), (k, tile_k)
 
@@ -89,13 +89,13 @@ def test_output_tiles_are_padded_to_the_cluster(plan) -> None:
     shapes = [(256, 256), (250, 256), (257, 129), (1, 1), (1000, 1004), (384, 640)]
     clusters = [(1, 1), (2, 1), (1, 2), (2, 2)]
     queries = [("tiles", m, n, 128, tn, cm, cn) for (m, n), tn, (cm, cn) in itertools.product(shapes, (64, 128), clusters)]
-    for (_, m, n, tm, tn, cm, cn), (tiles,) in zip(queries, plan(queries)):
+    for (_, m, n, tm, tn, cm, cn), (tiles,) in zip(queries, plan(queries), strict=True):
         assert tiles == math.ceil(math.ceil(m / tm) / cm) * cm * math.ceil(math.ceil(n / tn) / cn) * cn
 
 
 def _span(k: int, tile_k: int, splits: int, short: bool) -> int:
     """The K the longest chain of slices takes: one depth, plus a rest slice that runs after the batches."""
-    depth = max(tile_k, -(-(-(-k // splits)) // tile_k) * tile_k)
+    depth = max(tile_k, math.ceil(math.ceil(k / splits) / tile_k) * tile_k)
     if short and k % tile_k == 0:
         return depth
     return depth + k % depth
@@ -106,7 +106,7 @@ def test_an_untuned_call_takes_the_fewest_slices_that_end_soonest(plan) -> None:
     queries = [("auto", k, tile_k, tiles, sms, max(1, k // max(tile_k, SPLITK_MIN_SLICE_DEPTH)), short)
                for k in _ks(rng) for tile_k in (16, 32) for tiles in (1, 4, 16, 24, 200) for sms in (114, 132)
                for short in (0, 1)]
-    for (_, k, tile_k, tiles, sms, most, short), (splits,) in zip(queries, plan(queries)):
+    for (_, k, tile_k, tiles, sms, most, short), (splits,) in zip(queries, plan(queries), strict=True):
         upto = min(max(1, sms // tiles), most)
         spans = {s: (k if s == 1 else _span(k, tile_k, s, bool(short))) for s in range(1, upto + 1)}
         assert splits == min(spans, key=lambda s: (spans[s], s)), (k, tile_k, tiles, sms, short)
