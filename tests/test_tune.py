@@ -989,6 +989,24 @@ def test_a_raw_big_split_is_searched_and_ranked_ahead_only_at_large_k() -> None:
     assert len({kernel_family_tag(s) for s in (persistent, *places)}) == 4
 
 
+def test_a_split_in_registers_is_searched_only_at_tile_k_32() -> None:
+    """A in registers at tile K 16 compiles with its wgmma serialised (ptxas C7513): no candidate. The
+    large-K space still holds A in registers at tile K 32, with and without a raw big part, and A in shared
+    memory at tile K 16."""
+    from fact.realize.choose import RAW_BIG_MIN_K
+    from fact.tune.candidates import RS_MIN_TILE_K
+
+    for m, n, k in ((256, 256, RAW_BIG_MIN_K), (256, 256, 524288), (4096, 4096, 4096)):
+        split = [s for s in enumerate_space(dataclasses.replace(target(m, n, k), dtype=DType.F32,
+                                                                precision=Precision.EXACT)).kernels
+                 if isinstance(s.tiles, Sm90SplitTiles)]
+        rs = [s for s in split if s.tiles.a_in_registers]
+        assert rs and all(s.tiles.tile[2] >= RS_MIN_TILE_K == 32 for s in rs), (m, n, k)
+        assert any(s.tiles.tile[2] == 16 and not s.tiles.a_in_registers for s in split)
+        if k >= RAW_BIG_MIN_K:
+            assert {s.tiles.raw_big for s in rs} == {False, True}
+
+
 def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
     """fact's default runs such an output stream-K (choose.STREAMK_TILES), so the 3xTF32 space holds
     stream-K kernels there, none promoting longer than the default; a wider output searches only the
@@ -1053,7 +1071,7 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
 
 def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:
     """The 3xTF32 family's split-K takes at most K / SPLITK_MIN_SLICE_DEPTH slices whatever its knob asks
-    (the template's kMinSliceDepth): the tuner sweeps no count above that, which would time the same
+    (the template's fact_most_splits): the tuner sweeps no count above that, which would time the same
     kernel again; the bf16 split-K family keeps one slice per tile depth."""
     from fact.realize import render
     from fact.realize.spec import SPLITK_MIN_SLICE_DEPTH
@@ -1066,7 +1084,7 @@ def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:
         assert spec.tiles.most_splits(1024) == cap == 8
         assert parallel_fill(spec, exact.problem, 132) <= cap
         assert {k.splits for k in sm90_knobs(spec, exact.problem, 132)} <= set(range(1, cap + 1))
-    assert any("kMinSliceDepth = 128;" in text for text in render(split[0]).sources.values())
+    assert any("fact_most_splits(g.k, tile_k, 128)" in text for text in render(split[0]).sources.values())
     # the 16-bit family: a 4-deep problem (K 256 of tile K 64) still takes 4
     bf16 = next(s for s in enumerate_space(target(256, 256, 131072)).kernels if s.mode is Mode.SPLITK_PARALLEL
                 and s.tiles.tile == (128, 64, 64))

@@ -77,7 +77,7 @@ def plain_promotion_pays(k: int, mode: Mode, in_registers: bool) -> bool:
 # as the batches of one persistent kernel, their fp32 partials added in slice order by a kernel of fact's),
 # not stream-K, whose splits wait on each other to add theirs through one workspace tile (about 0.1 ms on
 # the H100). Below RAW_BIG_MIN_K, with the rounded split in shared memory at tile K 16 and at most K / 128
-# slices (kMinSliceDepth in _splitk_run.j2): at 4 tiles (256x256) and K 1024, 4096 and 16384 it ran 0.95x,
+# slices (fact_most_splits in _split_plan.j2): at 4 tiles (256x256) and K 1024, 4096 and 16384 it ran 0.95x,
 # 1.18-1.21x and 1.76-1.81x SGEMM against stream-K's 0.64-0.66x, 0.44-0.45x and 0.85-0.86x; at 16 tiles
 # (512x512) 1.18-1.19x, 1.24-1.25x and 1.45-1.48x against 0.81-0.82x, 1.00-1.02x and 1.36-1.39x, within
 # SGEMM's error on uniform, eight-decade and bf16-valued inputs, 3 seeds each

@@ -122,6 +122,12 @@ SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_reg
                      SplitPlace(in_registers=True, raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)))
 
+# A split in registers at tile K 16 (two wgmma k-blocks a stage): ptxas serialises its wgmma (C7513, "non
+# wgmma instructions defining input registers of a wgmma"), with or without a raw big part, at da648c9 and
+# before the read-ahead (53c4859); at tile K 32 fact's large-K pick compiles without it (tests/test_exact_fp32.py
+# checks). So the tuner does not time it; scripts/gpu_exact_fp32.py still builds it (`*_k16_*_rs`).
+RS_MIN_TILE_K = 32
+
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
 SM80_THREADBLOCKS: dict[str, tuple[tuple[int, int, int], ...]] = {
     "tensorop": ((128, 256, 32), (256, 128, 32), (128, 128, 32), (64, 256, 32), (256, 64, 32), (64, 128, 32),
@@ -229,6 +235,8 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
         if promotion % tile[2] or (split.presplit and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):
             continue  # not whole k-tiles; or presplit stream-K or split-K, which serve large K with small M and
             # N, where the pass costs more than it saves (no candidate)
+        if split.in_registers and tile[2] < RS_MIN_TILE_K:
+            continue  # its wgmma serialised (RS_MIN_TILE_K)
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
