@@ -45,7 +45,8 @@ from fact.registration import install as _install_backend
 _install_backend()  # torch.compile(model, backend="fact") after `import fact`, entry point or not
 
 if TYPE_CHECKING:
-    from fact.compose import Synthesis, load, synthesize
+    from fact.compose import load
+    from fact.compose.synthesize import Synthesis, synthesize
     from fact.knowledge.base import Hit, KnowledgeBase
 
 __all__ = [

@@ -188,13 +188,13 @@ def test_a_tuned_schedule_travels_with_every_call_of_its_op() -> None:
     gm = captured.graph_module
     [item] = plan.items
     call = install(gm, item.match, spec_for(item.match, "sm90"), reference_kernel(item.match), "fact_0",
-                   device="cpu", knobs=(2, 4, 3))
+                   device="cpu", knobs=(2, 4, 3, 1))
     gm.recompile()
-    assert call.knobs == (2, 4, 3)
+    assert call.knobs == (2, 4, 3, 1)
     with torch.no_grad():
         exported = torch.export.export(gm, (x,))
     [node] = [n for n in exported.graph.nodes if "fact." in str(n.target)]
-    assert tuple(node.args[4:]) == (2, 4, 3)  # raster, swizzle, splits: baked into the program, per call
+    assert tuple(node.args[4:]) == (2, 4, 3, 1)  # raster, swizzle, splits, reduction: baked into the program, per call
     torch.testing.assert_close(exported.module()(x), module(x), rtol=2e-2, atol=2e-2)
 
 

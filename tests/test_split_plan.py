@@ -33,8 +33,10 @@ def plan(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("split-plan")
     (work / "split_plan.h").write_text(ENV.get_template("_split_plan.j2").render())
     binary = work / "split_plan"
-    subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(work), str(MAIN), "-o", str(binary)],
-                   check=True, capture_output=True, text=True)
+    built = subprocess.run([compiler, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(work), str(MAIN), "-o",
+                            str(binary)], capture_output=True, text=True)
+    if built.returncode:
+        pytest.fail(f"{compiler} failed on the rendered plan:\n{built.stderr[-4000:]}")
 
     def ask(queries: list[tuple]) -> list[list[int]]:
         text = "".join(" ".join(str(int(v)) if not isinstance(v, str) else v for v in q) + "\n" for q in queries)
@@ -45,8 +47,9 @@ def plan(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _ks(rng: random.Random) -> list[int]:
-    """Depths of K around the edges (below, at and past a tile; powers of two; odd) and random ones."""
-    edges = {1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 96, 127, 128, 129, 1000, 1024, 1028, 4096, 65536, 65552,
+    """Every depth of K up to 2048 (below, at and past a tile, where one slice or two tie), edges further on
+    (powers of two, odd) and random ones."""
+    edges = set(range(1, 2049)) | {1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 96, 127, 128, 129, 1000, 1024, 1028, 4096, 65536, 65552,
              131072, 262144, 524288, 524304, 524289}
     return sorted(edges | {rng.randrange(1, 1 << 20) for _ in range(150)} | {16 * rng.randrange(1, 1 << 16) for _ in range(150)})
 
@@ -104,10 +107,10 @@ def _span(k: int, tile_k: int, splits: int, short: bool) -> int:
 def test_an_untuned_call_takes_the_fewest_slices_that_end_soonest(plan) -> None:
     rng = random.Random(2)
     queries = [("auto", k, tile_k, tiles, sms, max(1, k // max(tile_k, SPLITK_MIN_SLICE_DEPTH)), short)
-               for k in _ks(rng) for tile_k in (16, 32) for tiles in (1, 4, 16, 24, 200) for sms in (114, 132)
+               for k in _ks(rng) for tile_k in (16, 32) for tiles in (0, 1, 4, 16, 24, 200) for sms in (0, 114, 132)
                for short in (0, 1)]
     for (_, k, tile_k, tiles, sms, most, short), (splits,) in zip(queries, plan(queries), strict=True):
-        upto = min(max(1, sms // tiles), most)
+        upto = min(max(1, sms // max(1, tiles)), most)  # an empty output (no tiles), or no SM count: one slice
         spans = {s: (k if s == 1 else _span(k, tile_k, s, bool(short))) for s in range(1, upto + 1)}
         assert splits == min(spans, key=lambda s: (spans[s], s)), (k, tile_k, tiles, sms, short)
 
@@ -143,6 +146,9 @@ def test_exact_split_k_kernels_run_this_plan() -> None:
         text = render(spec).sources[f"{spec.name}.cu"]
         assert plan_text in text
         cut = text[text.index("static FactSplitCut cut("):text.index("static int64_t ldp(")]
+        assert "int64_t const splits = g.splits > 1 ? std::min<int64_t>(g.splits, most)" in cut  # a tuned count, capped
+        assert ("fact_split_tiles(g.m, g.n, cute::size<0>(TileShape{}), cute::size<1>(TileShape{}),\n"
+                "                                           cute::size<0>(ClusterShape{}), cute::size<1>(ClusterShape{}));") in cut
         assert f"fact_auto_splits(g.k, tile_k, tiles, g.sm_count, most, {short})" in cut
         assert f"return fact_split_cut(g.k, tile_k, splits, {short});" in cut
         assert f"fact_most_splits(g.k, tile_k, {SPLITK_MIN_SLICE_DEPTH})" in cut

@@ -114,7 +114,8 @@ def compile_sources(sources: Sources, folder: Path, *, toolchain: Any = None, ar
     try:
         compile_check(kernel, arch, includes=(folder,), output=obj, toolchain=tc, timeout=timeout, object_only=True)
     except BuildError as exc:
-        log = exc.log_path.read_text() if getattr(exc, "log_path", None) else str(exc)
+        log_path = getattr(exc, "log_path", None)
+        log = log_path.read_text() if log_path else str(exc)
         return False, log, time.perf_counter() - start
     return True, "", time.perf_counter() - start
 

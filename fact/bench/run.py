@@ -319,8 +319,10 @@ def suite_targets(only: str, precision: str, device: str = "cpu", quick: bool = 
         templated = [i for i in plan.items if i.match.realization != "llm"]
         by_id = {i.match.id: i.match for i in templated}
         for r in realizations(replace(plan, items=tuple(templated)), kb=_knowledge()):
-            target = target_of(by_id[r.match_id], r.spec) if isinstance(r.spec, GemmSpec) else None
-            if target is not None and r.spec.family in TUNED_FAMILIES and target not in seen:
+            if not isinstance(r.spec, GemmSpec) or r.spec.family not in TUNED_FAMILIES:
+                continue
+            target = target_of(by_id[r.match_id], r.spec)
+            if target is not None and target not in seen:
                 seen.add(target)
                 out.append((case.name, target))
     return out

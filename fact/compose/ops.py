@@ -43,7 +43,7 @@ def register(spec: KernelSpec, kernel: Callable[..., Any], *, device_types: str 
     import torch
 
     name = op_name(spec, device_types if isinstance(device_types, str) else "_".join(device_types))
-    module = getattr(kernel, "module", None)
+    module: Any = getattr(kernel, "module", None)
     if hasattr(module, "register_op"):
         if module.op_name != name:
             raise ValueError(f"the library defines fact::{module.op_name}, not fact::{name}")
@@ -161,8 +161,8 @@ def sample_args(spec: KernelSpec, device: str = "cuda") -> tuple[Any, ...]:
 
     if isinstance(spec, FmhaSpec):
         d = 64 if spec.head_dim >= 64 else spec.head_dim
-        q, k, v = (torch.rand(2, 128, 2, d, device=device).to(spec.dtype.torch).transpose(1, 2) for _ in range(3))
-        return q, k, v, d ** -0.5
+        q, k_, v = (torch.rand(2, 128, 2, d, device=device).to(spec.dtype.torch).transpose(1, 2) for _ in range(3))
+        return q, k_, v, d ** -0.5
     assert isinstance(spec, GemmSpec)
     m = n = k = 256
     batch = (3,) if spec.mode is Mode.BATCHED else ()

@@ -18,7 +18,7 @@ from torch import nn
 
 from fact.patterns.effects import write_within
 from fact.patterns.types import Match
-from fact.realize.kernel import DEFAULT_KNOBS, KnobValues, default_knobs
+from fact.realize.kernel import DEFAULT_KNOBS, KnobValues, default_knobs, knob_values
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +90,17 @@ class Dispatch(nn.Module):
         get = None
         if call is not None and not self.training and not torch.is_autocast_enabled(call.device):
             get = _operands(call, inputs, self.original)
-        if get is not None and self._pins_hold(inputs) and self._settings_hold():
+        if call is not None and get is not None and self._pins_hold(inputs) and self._settings_hold():
             if torch.compiler.is_compiling():
                 self.kernel_calls += 1
                 return _launch(call, get)
             try:
                 out = _launch(call, get)
             except torch.OutOfMemoryError:  # a staged copy or workspace did not fit this time: this call only
-                log.warning("fact: %s ran out of memory; this call runs the original ops", self.call.op)
+                log.warning("fact: %s ran out of memory; this call runs the original ops", call.op)
             except RuntimeError as exc:  # the kernel refused the call (its own checks): the original ops, from now on
                 log.warning("fact: %s raised %s; %s runs its original ops from now on",
-                            self.call.op, str(exc).splitlines()[0][:300], self.match_id)
+                            call.op, str(exc).splitlines()[0][:300], self.match_id)
                 self.failure, self.call = str(exc)[:2000], None
             else:
                 self.kernel_calls += 1
@@ -163,7 +163,7 @@ def _without_original(module: nn.Module, state_dict: dict[str, Any], prefix: str
         del state_dict[key]
 
 
-def _original_as_is(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+def _original_as_is(module: Dispatch, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
     """Loading: the original subgraph's tensors belong to modules the enclosing module also holds
     (the same objects), loaded there; here they load as they are at this moment."""
     for name, t in module.original.state_dict(keep_vars=True).items():
@@ -495,7 +495,7 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
         scale = a.scale if a.scale is not None else a.head_dim ** -0.5
     call = KernelCall(ops.op_name(spec, device), "attention" if match.attention is not None else "gemm",
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
-                      default_knobs(spec) if knobs is None or match.attention is not None else tuple(knobs),
+                      default_knobs(spec) if knobs is None or match.attention is not None else knob_values(knobs),
                       _pins(gm, match, inputs, buffers or {}),
                       _others(match, inputs), settings=_settings(gm, match))
     broken = breach(call, spec)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import dataclasses
+import functools
 import logging
 import os
 import tempfile
@@ -501,8 +502,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             it = by_id[match_id]
             call = d.call
             it.original_ms, it.kernel_ms = time_interleaved_ms(
-                [lambda d=d, args=args: d.original(*args),
-                 lambda d=d, args=args, call=call: call_kernel(call, args, d.original)])
+                [functools.partial(d.original, *args), functools.partial(call_kernel, call, args, d.original)])
         for it, reason in slower_than_original(report.items) if faster_only else ():
             dispatches[it.match_id].call = None
             it.status, it.reason = "kept", reason

@@ -187,8 +187,8 @@ def refuse_misreadings(plan: Plan, captured: Any, example_inputs: Sequence[Any],
     if read:
         verdicts = check_matches(captured, [i.match for i in read], example_inputs, module=module)
         reasons |= {i.match.id: v.reason or "refused" for i, v in zip(read, verdicts, strict=True) if not v.agrees}
-    refused = tuple(Rejection(i.match.anchor, i.match.pattern, reasons[i.match.id], pattern=i.match.pattern)
-                    for i in plan.items if reasons[i.match.id] is not None)
+    refused = tuple(Rejection(i.match.anchor, i.match.pattern, reason, pattern=i.match.pattern)
+                    for i in plan.items if (reason := reasons[i.match.id]) is not None)
     if not refused:
         return plan
     kept = tuple(i for i in plan.items if reasons[i.match.id] is None)

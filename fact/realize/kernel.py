@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,16 @@ def _launch_context(t: Any) -> tuple[int, int]:
 
 KnobValues = tuple[int, int, int, int]  # (raster, swizzle, splits, reduction): fact.tune.request.Knobs
 DEFAULT_KNOBS: KnobValues = (0, 1, 1, 0)
+
+
+def knob_values(knobs: Sequence[int]) -> KnobValues:
+    """`knobs` as the four values a GEMM call passes (a tuned schedule may come back from JSON as a list).
+
+    Raises:
+        ValueError: not four values.
+    """
+    raster, swizzle, splits, reduction = knobs
+    return (int(raster), int(swizzle), int(splits), int(reduction))
 
 
 def default_knobs(spec: KernelSpec) -> KnobValues:
@@ -85,7 +96,7 @@ class AttentionKernel:
         return out
 
 
-def wrap(spec: KernelSpec, module: Any, knobs: KnobValues | None = None) -> GemmKernel | AttentionKernel:
+def wrap(spec: KernelSpec, module: Any, knobs: Sequence[int] | None = None) -> GemmKernel | AttentionKernel:
     """The callable of a loaded library; GEMMs run every call with `knobs` (default: default_knobs)."""
-    knobs = default_knobs(spec) if knobs is None else knobs
-    return GemmKernel(spec, module, tuple(knobs)) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)
+    values = default_knobs(spec) if knobs is None else knob_values(knobs)
+    return GemmKernel(spec, module, values) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)

@@ -73,7 +73,8 @@ def _sm80_context(spec: GemmSpec) -> dict[str, Any]:
     if source is None:  # leading scales fold into alpha
         lead = 0
         while lead < len(post) and post[lead].kind == "scale":
-            alpha *= (1.0 if post[lead].a is None else float(post[lead].a))
+            value = post[lead].a
+            alpha *= 1.0 if value is None else float(value)
             lead += 1
         post = post[lead:]
     math = spec.math

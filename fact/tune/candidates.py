@@ -277,8 +277,8 @@ def sm90_knobs(spec: GemmSpec, problem: ProblemShape, sms: int = H100_SXM.sms) -
             # fewer tiles than SMs (large K, small output): prescreen with the splits that fill the GPU once.
             # Stream-K's own decomposition of 8 narrow tiles ran 0.085 ms at 256x256x131072 on the H100,
             # 16 splits of them 0.060 ms, the best of every kernel (results/tune/h100_2026-11-24_largek/)
-            fill = Knobs(heuristic, 1, max(s for s in splits if tiles * s <= sms), reduction)
-            knobs = [fill, *(k for k in knobs if k != fill)]
+            prescreen = Knobs(heuristic, 1, max(s for s in splits if tiles * s <= sms), reduction)
+            knobs = [prescreen, *(k for k in knobs if k != prescreen)]
     return knobs
 
 

@@ -71,7 +71,7 @@ class Environment:
             import torch
 
             cuda = str(torch.version.cuda)
-            torch_version = torch.__version__
+            torch_version = str(torch.__version__)
         except ImportError:
             cuda, torch_version = "absent", "absent"
         # the CUTLASS version, and which of fact's kernel templates: a kernel's spec key names its

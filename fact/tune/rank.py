@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from fact.core.enums import Arch
 from fact.core.specs import ProblemShape
@@ -170,7 +171,7 @@ def heuristics_rank(specs: Sequence[GemmSpec], problem: ProblemShape,
     cover the device. Its preferred tile shapes come first, in its order; the analytic order
     breaks ties and places the rest."""
     try:
-        import nvMatmulHeuristics as nvmmh  # type: ignore[import-not-found]
+        import nvMatmulHeuristics as nvmmh
     except ImportError:
         return None
     if not device.matmul_heuristics_preset:
@@ -189,17 +190,17 @@ def heuristics_rank(specs: Sequence[GemmSpec], problem: ProblemShape,
     return sorted(specs, key=lambda s: (position.get(tile_of(s), len(position)), order[s.key]))
 
 
-def _heuristics_tiles(nvmmh: object, problem: ProblemShape, device: DeviceProfile,
+def _heuristics_tiles(nvmmh: Any, problem: ProblemShape, device: DeviceProfile,
                       specs: Sequence[GemmSpec]) -> list[tuple[int, int, int]]:
     """Tile shapes nvidia-matmul-heuristics prefers for `problem` on the device's preset."""
-    interface = nvmmh.NvMatmulHeuristicsInterface(  # type: ignore[attr-defined]
-        nvmmh.NvMatmulHeuristicsTarget.CUTLASS3 if device.arch is Arch.SM90  # type: ignore[attr-defined]
+    interface = nvmmh.NvMatmulHeuristicsInterface(
+        nvmmh.NvMatmulHeuristicsTarget.CUTLASS3 if device.arch is Arch.SM90
         else nvmmh.NvMatmulHeuristicsTarget.CUTLASS, precision="BSB" if specs and specs[0].math == "tensorop" else "TST",
-        flags=nvmmh.NvMatmulHeuristicsFlags.PERF_MODEL_BASED_AUTO_TUNING)  # type: ignore[attr-defined]
+        flags=nvmmh.NvMatmulHeuristicsFlags.PERF_MODEL_BASED_AUTO_TUNING)
     hardware = interface.createHardwareDescriptor()
-    nvmmh.setHardwarePredefinedGpu(hardware, getattr(nvmmh.NvMatmulHeuristicsNvidiaGpu,  # type: ignore[attr-defined]
+    nvmmh.setHardwarePredefinedGpu(hardware, getattr(nvmmh.NvMatmulHeuristicsNvidiaGpu,
                                                      device.matmul_heuristics_preset))
-    layout = nvmmh.NvMatmulHeuristicsMatmulLayout.NN_ROW_MAJOR  # type: ignore[attr-defined]
+    layout = nvmmh.NvMatmulHeuristicsMatmulLayout.NN_ROW_MAJOR
     configs = interface.get_with_mnk(problem.m, problem.n, problem.k, layout, 16, hardware)
     return [(int(c["kernel"].cta_tile_m), int(c["kernel"].cta_tile_n), int(c["kernel"].cta_tile_k))
             for c in configs]

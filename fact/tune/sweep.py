@@ -30,7 +30,7 @@ from fact.tune.db import TuningDB
 from fact.tune.device import H100_SXM, DeviceProfile
 from fact.tune.measurement import FULL_REPS, RUNOFF_MARK, Measurement, Status, failure, fastest, summarise
 from fact.tune.rank import rank
-from fact.tune.request import BenchRequest, Config
+from fact.tune.request import BenchRequest, Config, Knobs
 from fact.tune.runners import Builder, Runner
 from fact.tune.strategies.topk import SPLIT_K_TWINS
 
@@ -295,9 +295,10 @@ def _interleaved(sweep: Sweep, entrants: list[Config | None], rounds: int) -> li
     for r in range(rounds):
         order = [(i + r) % len(entrants) for i in range(len(entrants))]
         requests = {i: _runoff_request(entrants[i], libraries, sweep) for i in order}
-        runnable = [i for i in order if isinstance(requests[i], BenchRequest)]
+        bench = {i: r for i, r in requests.items() if isinstance(r, BenchRequest)}
+        runnable = [i for i in order if i in bench]
         try:
-            measured = dict(zip(runnable, runner.run([requests[i] for i in runnable]), strict=True))
+            measured = dict(zip(runnable, runner.run([bench[i] for i in runnable]), strict=True))
         except Exception as exc:  # a runner must not raise; if one does, the runoff is void
             log.warning("runoff abandoned: the runner raised %s: %s", type(exc).__name__, exc)
             return None
@@ -403,9 +404,7 @@ def _baseline(db: TuningDB | None, runner: Runner, target: Target, space: Space)
     return (got.median_ms, got.error) if got is not None else (math.nan, math.nan)
 
 
-def _knobs_of(m: Measurement) -> object:
-    from fact.tune.request import Knobs
-
+def _knobs_of(m: Measurement) -> Knobs:
     return Knobs.from_json(m.knobs)
 
 

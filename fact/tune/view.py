@@ -79,7 +79,9 @@ def save_figure(result: SweepResult, path: Path | str) -> Path:
 
     dest = Path(path)
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    xs_ok, ys_ok, xs_bad = [], [], []
+    xs_ok: list[int] = []
+    ys_ok: list[float] = []
+    xs_bad: list[int] = []
     for i, (_, m) in enumerate(result.measurements):
         (xs_ok if m.ok else xs_bad).append(i)
         if m.ok:

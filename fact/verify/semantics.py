@@ -132,7 +132,9 @@ def _same_reading(a: Match, b: Match) -> bool:
         return False
     if (a.attention is None) != (b.attention is None):
         return False
-    return a.attention is None or (a.attention.mask, a.attention.scale) == (b.attention.mask, b.attention.scale)
+    if a.attention is None or b.attention is None:
+        return True
+    return (a.attention.mask, a.attention.scale) == (b.attention.mask, b.attention.scale)
 
 
 def _check_recaptured(module: Any, matches: Sequence[Match], example_inputs: Sequence[Any],

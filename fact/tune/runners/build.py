@@ -11,9 +11,13 @@ import concurrent.futures as cf
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fact.realize.spec import GemmSpec, SpecError
 from fact.tune.measurement import Status, failure
+
+if TYPE_CHECKING:
+    from fact.core.specs import ProblemShape
 
 
 class LocalBuilder:
@@ -50,7 +54,7 @@ class LocalBuilder:
             return dict(zip([s.key for s in specs], pool.map(self.build_one, specs), strict=True))
 
 
-def _no_problem():  # type: ignore[no-untyped-def]
+def _no_problem() -> ProblemShape:
     from fact.core.specs import ProblemShape
 
     return ProblemShape(1, 1, 1)

@@ -92,7 +92,8 @@ def _split_k_twins(space: Space, picks: list[GemmSpec]) -> list[GemmSpec]:
     SPLIT_K_TWINS tile shapes, in the order of `picks`, that `picks` lacks. On the H100 no clustered
     split-K kernel beat the best unclustered one at large K (results/tune/h100_2026-11-24_largek_ceiling/),
     so a second cluster of one tile shape is not worth a build."""
-    have, shapes, out = {k.key for k in picks}, set(), []
+    have, out = {k.key for k in picks}, []
+    shapes: set[tuple[int, int, int]] = set()
     for twin in (_split_k_twin(space, k) for k in picks):
         if twin is None or twin.tiles.tile in shapes or len(shapes) >= SPLIT_K_TWINS:  # type: ignore[union-attr]
             continue
