@@ -33,6 +33,7 @@ import argparse
 import concurrent.futures as cf
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -304,6 +305,25 @@ def cases(quick: bool = False) -> list[Case]:
     if quick:
         out = [c for c in out if c.shape[1] * c.shape[2] * c.shape[3] * c.shape[0] <= 2**33]
         out = [Case(**{**asdict(c), "seeds": c.seeds[:1]}) for c in out]
+    return out
+
+
+# Issue 11's ten shapes: its geometric-mean target (1.6x SGEMM) is over these, at fact's picks.
+ISSUE_CASES = ("square_2048", "square_4096", "square_8192", "batched_128x512x2048x1024", "tensor3d_x_matrix",
+               "tensor4d_x_matrix", "transposed_a_4096", "transposed_b_4096", "transposed_both_4096", "large_k_524288")
+
+
+def picks_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median speedup over SGEMM of fact's pick (`default_<case>`) per case, and, where every one of
+    ISSUE_CASES has one, their geometric mean (`issue_geomean`)."""
+    picks: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("speedup_vs_sgemm") and r.get("kernel_role") == f"default_{r['case']}":
+            picks.setdefault(r["case"], []).append(r["speedup_vs_sgemm"])
+    medians = {case: statistics.median(v) for case, v in sorted(picks.items())}
+    out: dict[str, Any] = {"pick_median_speedup_by_case": medians}
+    if all(case in medians for case in ISSUE_CASES):
+        out["issue_geomean"] = math.exp(statistics.fmean(math.log(medians[case]) for case in ISSUE_CASES))
     return out
 
 
@@ -703,7 +723,11 @@ def main() -> int:
             "fact_le_sgemm_everywhere": all(r.get("fact_le_sgemm", False) for r in out["rows"] if "refused" not in r),
             "best_speedup_by_case": {c: max(r["speedup_vs_sgemm"] for r in timed if r["case"] == c)
                                      for c in sorted({r["case"] for r in timed})},
+            **picks_summary(out["rows"]),
         }
+        if "issue_geomean" in out["summary"]:
+            print(f"issue 11's ten shapes at fact's picks: {out['summary']['issue_geomean']:.2f}x SGEMM "
+                  "(geometric mean of the per-shape medians)", flush=True)
     except Exception as exc:  # keep what was measured, and say what stopped the run
         out["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         print(out["error"], flush=True)
