@@ -125,7 +125,9 @@ SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_reg
 # A split in registers at tile K 16 (two wgmma k-blocks a stage): ptxas serialises its wgmma (C7513, "non
 # wgmma instructions defining input registers of a wgmma"), with or without a raw big part, at da648c9 and
 # before the read-ahead (53c4859); at tile K 32 fact's large-K pick compiles without it (tests/test_exact_fp32.py
-# checks). So the tuner does not time it; scripts/gpu_exact_fp32.py still builds it (`*_k16_*_rs`).
+# checks). It comes of warpgroup 1's heavy work (B's split, the promotion) after the first of a stage's two
+# k-blocks: moved to the stage's end, as warpgroup 0's, ptxas no longer serialises but spills 80 bytes.
+# So the tuner does not time it; scripts/gpu_exact_fp32.py still builds it (`*_k16_*_rs`).
 RS_MIN_TILE_K = 32
 
 # sm80 (mma.sync) threadblocks per math path; warps are derived; stages from a short list.
