@@ -98,5 +98,6 @@ class AttentionKernel:
 
 def wrap(spec: KernelSpec, module: Any, knobs: Sequence[int] | None = None) -> GemmKernel | AttentionKernel:
     """The callable of a loaded library; GEMMs run every call with `knobs` (default: default_knobs)."""
-    values = default_knobs(spec) if knobs is None else knob_values(knobs)
-    return GemmKernel(spec, module, values) if isinstance(spec, GemmSpec) else AttentionKernel(spec, module)
+    if not isinstance(spec, GemmSpec):
+        return AttentionKernel(spec, module)
+    return GemmKernel(spec, module, default_knobs(spec) if knobs is None else knob_values(knobs))

@@ -295,7 +295,7 @@ def _interleaved(sweep: Sweep, entrants: list[Config | None], rounds: int) -> li
     for r in range(rounds):
         order = [(i + r) % len(entrants) for i in range(len(entrants))]
         requests = {i: _runoff_request(entrants[i], libraries, sweep) for i in order}
-        bench = {i: r for i, r in requests.items() if isinstance(r, BenchRequest)}
+        bench = {i: req for i, req in requests.items() if isinstance(req, BenchRequest)}
         runnable = [i for i in order if i in bench]
         try:
             measured = dict(zip(runnable, runner.run([bench[i] for i in runnable]), strict=True))
