@@ -50,3 +50,15 @@ def curated_dir(tmp_path: Path) -> Path:
     text = (CORPUS / "sm80" / "gemm_streamk.toml").read_text()
     (dst / "curated_streamk.toml").write_text(text.replace('id = "sm80_gemm_streamk"', f'id = "{CURATED_ID}"'))
     return dst.parent
+
+
+@pytest.fixture(scope="session")
+def gpu_build_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The GPU tests' build cache: $FACT_GPU_TEST_CACHE where a run prebuilt their kernels in parallel
+    (`python -m tests.prebuild_gpu DIR`, from tests/gpu_builds.py), else a fresh one for the session."""
+    import os
+
+    from fact.compile.cache import BuildCache
+
+    prebuilt = os.environ.get("FACT_GPU_TEST_CACHE")
+    return BuildCache(Path(prebuilt) if prebuilt else tmp_path_factory.mktemp("gpu_builds"))

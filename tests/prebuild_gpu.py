@@ -1,7 +1,7 @@
-"""Build every kernel test_gpu.py's family tests use, in parallel, into one build cache:
+"""Build every kernel the GPU tests use (tests/gpu_builds.py), in parallel, into one build cache:
 
     python -m tests.prebuild_gpu DIR [JOBS]
-    FACT_GPU_TEST_CACHE=DIR python -m pytest tests/test_gpu.py
+    FACT_GPU_TEST_CACHE=DIR python -m pytest -m gpu tests/test_gpu.py tests/test_exact_fp32.py
 
 The tests then load them instead of building one after another."""
 
@@ -10,14 +10,22 @@ import sys
 from pathlib import Path
 
 from fact.compile.cache import BuildCache
-from fact.realize import build_request, render
-from fact.realize.catalog import representative
+from fact.realize import build_request
+from tests.gpu_builds import gpu_test_renders
+
+
+def _capability() -> tuple[int, int]:
+    try:
+        import torch
+    except ImportError:
+        return (9, 0)
+    return torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
 
 
 def main(root: str, jobs: int = 16) -> int:
     cache = BuildCache(Path(root))
     with cf.ThreadPoolExecutor(jobs) as pool:
-        futures = {pool.submit(cache.ensure, build_request(render(s))): s.name for s in representative()}
+        futures = {pool.submit(cache.ensure, build_request(r)): r.spec.name for r in gpu_test_renders(_capability())}
         failed = 0
         for future in cf.as_completed(futures):
             error = future.exception()

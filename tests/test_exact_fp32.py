@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from fact.core.enums import Arch, DType, Layout, OpFamily, Precision
+from fact.core.enums import Arch, DType, Layout, Precision
 from fact.core.specs import ProblemShape
-from fact.patterns.types import Match
 from fact.realize import SM90_FAMILIES, arch_list, render, spec_for
 from fact.realize.catalog import exact_sm90, representative
 from fact.realize.choose import (
@@ -55,6 +54,15 @@ from fact.realize.spec import (
     _canon,
 )
 from fact.verify.check import default_gemm_cases
+from tests.gpu_builds import (
+    EXACT_ERROR_SHAPES,
+    PERSISTENT_LIFT_SHAPE,
+    PRESPLIT_LIFT_SHAPE,
+    RAW_BIG_INF_SHAPE,
+    exact_match,
+    exact_pick,
+    persistent_lift_spec,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 F32, EXACT, ROW, COL = DType.F32, Precision.EXACT, Layout.ROW, Layout.COL
@@ -396,10 +404,7 @@ def test_refusals_say_why(kwargs, reason) -> None:
         GemmSpec(**{**base, **kwargs}).validate()
 
 
-def _match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int = 1, chain=(), n: int = 384) -> Match:
-    return Match(pattern=pattern, family=OpFamily.GEMM, anchor="mm", nodes=("mm",), output="mm", dtype=F32,
-                 precision=EXACT, realization=pattern, problem=ProblemShape(509, n, k, batch), layouts=layouts,
-                 epilogue=chain, epilogue_args=tuple((None, None) for _ in chain))
+_match = exact_match  # a matched fp32 GEMM, 509 x n x k by default
 
 
 def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
@@ -894,7 +899,7 @@ def _on_sm90_gpu(test: Any) -> Any:
 
 @_on_sm90_gpu
 @pytest.mark.parametrize("inputs", ["uniform", "wide", "tiny", "bf16", "subnormal"])
-def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_kernel_error_is_no_worse_than_sgemm(inputs: str, gpu_build_cache: Any) -> None:
     """On the GPU: the kernel fact picks for each shape against float64, next to cuBLAS SGEMM (TF32 off)
     on the same inputs. `tiny`: entries near 1e-19, whose products lie at the bottom of fp32's normal
     range and whose residual products (2^-11 of them) below it, unless the kernel scales the small parts
@@ -904,19 +909,14 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, tmp_path_factory: pyte
     errors kept 4.5e-8); `subnormal`: A below fp32's normal range (about 1e-39), which the stream-K and
     split-K kernels here lift behind a gate (GemmSpec.lifts_in_mainloop; 5.8e-6 against SGEMM's 4.1e-7
     on the H100 before they did)."""
-    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    cache = BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds")  # one build per interval, not per case
 
     def kernel_for(shape: tuple[int, int, int]) -> Any:  # what fact picks for the shape (TN operands)
-        m, n, k = shape
-        pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
-        match = dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1))
-        return build(render(sm90_3xtf32_spec(match)), cache)
+        return build(render(exact_pick(*shape)), gpu_build_cache)
 
-    shapes = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536))
+    shapes = EXACT_ERROR_SHAPES
     with concurrent.futures.ThreadPoolExecutor(len(shapes)) as pool:  # the builds at once
         kernels = list(pool.map(kernel_for, shapes))
     for (m, n, k), kernel in zip(shapes, kernels, strict=True):
@@ -954,20 +954,18 @@ def _like_sgemm(out: torch.Tensor, sgemm: torch.Tensor, ref: torch.Tensor, *cont
 @_on_sm90_gpu
 @pytest.mark.parametrize("layouts", [(ROW, COL), (COL, ROW)])
 def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout],
-                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
+                                                  gpu_build_cache: Any) -> None:
     """On the GPU: fact's presplit pick (2048 x 1536 x 1028: over one wave, K off the tile) with every
     entry of A, then of B, subnormal, next to SGEMM on the same inputs; infinities and NaNs among them
     land where SGEMM's do. Without the shift the presplit kernel erred 5.8e-6 against SGEMM's 8.1e-7 at
     2048^3 (results/exact_fp32/h100_2026-11-28_subnormal_lift/)."""
-    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    m, n, k = 2048, 1536, 1028
-    match = dataclasses.replace(_match(k, layouts=layouts), problem=ProblemShape(m, n, k, 1))
-    spec = sm90_3xtf32_spec(match)
+    m, n, k = PRESPLIT_LIFT_SHAPE
+    spec = exact_pick(m, n, k, layouts=layouts)
     assert spec.tiles.presplit
-    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_lift"))
+    kernel = build(render(spec), gpu_build_cache)
     g = torch.Generator(device="cuda").manual_seed(7)
     for small_side in ("a", "b"):
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
@@ -983,20 +981,18 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
 
 
 @_on_sm90_gpu
-def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_persistent_kernel_lifts_subnormal_operands(gpu_build_cache: Any) -> None:
     """On the GPU: fact's pick for a batched product (8 x 512 x 1024 x 1028: persistent, split in the
     mainloop) with every entry of A, then of B, subnormal, next to SGEMM on the same inputs; an
     infinity and a NaN among them land where SGEMM's do; and uniform inputs, where the sample rules the
     lift out."""
-    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    batch, m, n, k = 8, 512, 1024, 1028
-    match = dataclasses.replace(_match(k, pattern="bmm", n=n), problem=ProblemShape(m, n, k, batch))
-    spec = sm90_3xtf32_spec(match)
+    batch, m, n, k = PERSISTENT_LIFT_SHAPE
+    spec = persistent_lift_spec()
     assert spec.lifts_in_mainloop and spec.mode is Mode.BATCHED
-    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_mainloop_lift"))
+    kernel = build(render(spec), gpu_build_cache)
     g = torch.Generator(device="cuda").manual_seed(5)
     for small_side in ("a", "b", None):
         a = torch.rand(batch, m, k, generator=g, device="cuda") * 2 - 1
@@ -1014,23 +1010,21 @@ def test_persistent_kernel_lifts_subnormal_operands(tmp_path_factory: pytest.Tem
 @_on_sm90_gpu
 @pytest.mark.parametrize("shape", [(1024, 1024, 4096), (256, 256, 65536)])
 def test_streamk_and_splitk_kernels_lift_subnormal_operands(shape: tuple[int, int, int],
-                                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+                                                           gpu_build_cache: Any) -> None:
     """On the GPU: fact's stream-K pick (1024 x 1024 x 4096) and its parallel split-K pick (256 x 256 x 65536)
     with every entry of A, then of B, subnormal, an infinity and a NaN among them: the gate finds no
     entry that rules the lift out, and the consumers scale each stage. Non-finite entries where SGEMM's
     are, the finite ones within its error (5.8e-6 against 4.1e-7 before these kernels lifted). A is a view
     of wider rows where it is the subnormal one: the gate reads it row by row, and B, whose rows lie
     back to back, as one range."""
-    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     m, n, k = shape
-    pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
-    spec = sm90_3xtf32_spec(dataclasses.replace(_match(k, pattern=pattern, n=n), problem=ProblemShape(m, n, k, 1)))
+    spec = exact_pick(m, n, k)
     assert spec.lifts_in_mainloop and (spec.mode is Mode.SPLITK_PARALLEL) == (k == 65536)
     assert spec.tiles.scheduler is Scheduler.STREAMK or spec.mode is Mode.SPLITK_PARALLEL
-    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_builds"))  # as the test above
+    kernel = build(render(spec), gpu_build_cache)  # as the test above
     g = torch.Generator(device="cuda").manual_seed(7)
     for small_side in ("a", "b"):
         a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
@@ -1046,21 +1040,19 @@ def test_streamk_and_splitk_kernels_lift_subnormal_operands(shape: tuple[int, in
 
 
 @_on_sm90_gpu
-def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(gpu_build_cache: Any) -> None:
     """On the GPU: fact's large-K pick (a raw big part, A split in registers, parallel split-K) with
     infinities and a NaN in A and B. Its split tests nothing on the path between wgmma batches: an
     infinity's rest is inf - inf, NaN, whose small part the bit rounding makes -0; only big.big carries
     the infinity or NaN, and where that sum is infinite or NaN finish keeps it. Non-finite entries where
     SGEMM's are, the finite ones within its error."""
-    from fact.compile.cache import BuildCache
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    m, n, k = 256, 200, 65536
-    match = dataclasses.replace(_match(k, pattern="gemm_large_k", n=n), problem=ProblemShape(m, n, k, 1))
-    spec = sm90_3xtf32_spec(match)
+    m, n, k = RAW_BIG_INF_SHAPE
+    spec = exact_pick(m, n, k, pattern="gemm_large_k")
     assert spec.tiles.raw_big and spec.tiles.a_in_registers and spec.tiles.accumulators == 3
-    kernel = build(render(spec), BuildCache(tmp_path_factory.getbasetemp() / "exact_sm90_raw_inf"))
+    kernel = build(render(spec), gpu_build_cache)
     g = torch.Generator(device="cuda").manual_seed(11)
     a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
     a[5, 9], a[7, 40000], a[8, 12] = float("inf"), float("-inf"), float("nan")

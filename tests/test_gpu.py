@@ -1,8 +1,6 @@
 """GPU tests: build, verify and compare kernels of each family with PyTorch. Skipped without a GPU
 (the evidence from the H100 is in results/realize/SUMMARY.md, produced by scripts/gpu_realize.py)."""
 
-import os
-from pathlib import Path
 
 import pytest
 
@@ -11,23 +9,13 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 from fact.core.enums import Arch, DType  # noqa: E402
 from fact.realize import build, render  # noqa: E402
-from fact.realize.catalog import representative  # noqa: E402
-from fact.realize.spec import FmhaSpec, GemmSpec  # noqa: E402
+from fact.realize.spec import GemmSpec  # noqa: E402
 from fact.verify import AttnCase, GemmCase, Job, default_gemm_cases, run_job  # noqa: E402
 from fact.verify.planted import planted_gemm  # noqa: E402
+from tests import gpu_builds  # noqa: E402
 
 CAPABILITY = torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
-SPECS = [s for s in representative() if CAPABILITY >= (9, 0) or s.family in ("sm80_gemm", "fmha_sm80")]
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """The build cache: $FACT_GPU_TEST_CACHE where a run prebuilt the kernels in parallel
-    (`python -m tests.prebuild_gpu DIR`), else a fresh one."""
-    from fact.compile.cache import BuildCache
-
-    prebuilt = os.environ.get("FACT_GPU_TEST_CACHE")
-    return BuildCache(Path(prebuilt) if prebuilt else tmp_path_factory.mktemp("builds"))
+SPECS = gpu_builds.supported(CAPABILITY)
 
 
 def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):
@@ -38,35 +26,35 @@ def _job(rendered, cache, cases, seeds=(0, 1, 2, 3, 4)):
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
-def test_family_verifies(spec, cache) -> None:
+def test_family_verifies(spec, gpu_build_cache) -> None:
     if isinstance(spec, GemmSpec):
         cases = default_gemm_cases(spec, GemmCase(512, 384, 256, 2))
     else:
         d = spec.head_dim if spec.arch is Arch.SM90 else min(96, spec.head_dim)
         cases = [AttnCase(2, 2, 256, d), AttnCase(1, 3, 128, d), AttnCase(2, 1, 384, d)]
-    outcome = run_job(_job(render(spec), cache, cases), timeout=600)
+    outcome = run_job(_job(render(spec), gpu_build_cache, cases), timeout=600)
     assert outcome.ok, outcome.detail
 
 
 @pytest.mark.parametrize("behaviour", ["noop", "wrong", "out_of_bounds"])
-def test_planted_bad_kernels_are_caught(behaviour, cache) -> None:
-    outcome = run_job(_job(planted_gemm(behaviour), cache, [GemmCase(128, 256, 64)], (0,)), timeout=120)
+def test_planted_bad_kernels_are_caught(behaviour, gpu_build_cache) -> None:
+    outcome = run_job(_job(planted_gemm(behaviour), gpu_build_cache, [GemmCase(128, 256, 64)], (0,)), timeout=120)
     assert outcome.category == "failed_check"
 
 
 @pytest.mark.parametrize(("behaviour", "category"), [("illegal_address", "illegal_address"), ("trap", "trap"),
                                                      ("hang", "timeout")])
-def test_planted_crashes_are_contained(behaviour, category, cache) -> None:
-    outcome = run_job(_job(planted_gemm(behaviour), cache, [GemmCase(64, 64, 64)], (0,)), timeout=30)
+def test_planted_crashes_are_contained(behaviour, category, gpu_build_cache) -> None:
+    outcome = run_job(_job(planted_gemm(behaviour), gpu_build_cache, [GemmCase(64, 64, 64)], (0,)), timeout=30)
     assert outcome.category == category
-    good = run_job(_job(planted_gemm("correct"), cache, [GemmCase(64, 64, 64)], (0,)), timeout=120)
+    good = run_job(_job(planted_gemm("correct"), gpu_build_cache, [GemmCase(64, 64, 64)], (0,)), timeout=120)
     assert good.ok
 
 
-def test_gemm_matches_pytorch_in_process(cache) -> None:
+def test_gemm_matches_pytorch_in_process(gpu_build_cache) -> None:
     spec = next(s for s in SPECS if isinstance(s, GemmSpec) and s.dtype is DType.BF16 and not s.epilogue
                 and s.mode.value == "gemm")
-    kernel = build(render(spec), cache)
+    kernel = build(render(spec), gpu_build_cache)
     a = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(768, 512, device="cuda", dtype=torch.bfloat16)
     ref = torch.matmul(a.double(), w.double().t())
@@ -74,9 +62,8 @@ def test_gemm_matches_pytorch_in_process(cache) -> None:
     assert float((ours.double() - ref).norm() / ref.norm()) <= 2 * float((theirs.double() - ref).norm() / ref.norm()) + 1e-3
 
 
-def test_attention_matches_sdpa(cache) -> None:
-    spec = FmhaSpec(Arch.SM80, DType.BF16, 128, True, 32, 128)
-    kernel = build(render(spec), cache)
+def test_attention_matches_sdpa(gpu_build_cache) -> None:
+    kernel = build(render(gpu_builds.ATTENTION_SPEC), gpu_build_cache)
     q, k, v = (torch.randn(2, 256, 4, 96, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(3))
     ours = kernel(q, k, v)
     theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -84,15 +71,10 @@ def test_attention_matches_sdpa(cache) -> None:
 
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 3xTF32 family needs sm90")
-def test_presplit_workspace_that_does_not_fit_runs_in_blocks(cache) -> None:
+def test_presplit_workspace_that_does_not_fit_runs_in_blocks(gpu_build_cache) -> None:
     """The presplit workspace holds both operands twice: with too little device memory for it, the call
     runs in blocks of rows and columns, each with a workspace that fits, and its result is still exact."""
-    from fact.core.enums import Layout, Precision
-    from fact.realize.spec import Mode, Sm90SplitTiles
-
-    spec = GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.COL, Layout.ROW, (), Mode.GEMM,
-                    Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True))
-    kernel = build(render(spec), cache)
+    kernel = build(render(gpu_builds.presplit_in_blocks_spec()), gpu_build_cache)
     m, n, k = 4096, 3968, 8192  # workspace ~0.5 GiB; blocks of 2048 x 2048: ~0.27 GiB
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = (torch.rand(k, m, generator=gen, device="cuda") * 2 - 1).t()  # column-major A
@@ -114,18 +96,15 @@ def test_presplit_workspace_that_does_not_fit_runs_in_blocks(cache) -> None:
 
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 stream-K kernels need sm90")
-def test_stream_k_splits_added_atomically_unless_determinism_is_asked_for(cache) -> None:
+def test_stream_k_splits_added_atomically_unless_determinism_is_asked_for(gpu_build_cache) -> None:
     """An untuned stream-K kernel adds its splits' partial sums by atomic adds (fp32 out: the order of
     the adds shows in the last bits, so the atomic result is not the in-order one); under
     torch.use_deterministic_algorithms(True) the same call adds them in K order, bit for bit what the
     in-order knob gives, on every call."""
-    from fact.core.enums import Layout, Precision
     from fact.realize.kernel import GemmKernel
-    from fact.realize.spec import Mode, Scheduler, Sm90SplitTiles
 
-    spec = GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), Mode.STREAMK,
-                    Sm90SplitTiles((128, 128, 16), (1, 1), scheduler=Scheduler.STREAMK, promotion=128))
-    kernel = build(render(spec), cache)
+    spec = gpu_builds.streamk_atomic_spec()
+    kernel = build(render(spec), gpu_build_cache)
     assert kernel.knobs == (0, 1, 1, 1)
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.rand(256, 65536, generator=gen, device="cuda") * 2 - 1
@@ -148,24 +127,22 @@ def test_stream_k_splits_added_atomically_unless_determinism_is_asked_for(cache)
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 collective-builder family needs sm90")
 @pytest.mark.parametrize("splits", [1, 3, 16])
-def test_parallel_split_k_verifies_at_every_split_count(splits, cache) -> None:
+def test_parallel_split_k_verifies_at_every_split_count(splits, gpu_build_cache) -> None:
     """The K slices run as batches whose fp32 partials start 16-byte aligned (any N), the last, shorter
     slice as a GEMM of its own; verified at the split counts of one slice, slices that do not divide K,
     and more slices than K has tile depths at the small shapes, and then again bit for bit."""
     from dataclasses import replace as copy
 
-    from fact.core.enums import Layout
     from fact.realize.kernel import GemmKernel
-    from fact.realize.spec import Mode
 
-    spec = next(s for s in SPECS if isinstance(s, GemmSpec) and s.mode is Mode.SPLITK_PARALLEL and s.arch is Arch.SM90)
-    for layout in (spec, copy(spec, layout_a=Layout.ROW)):  # A M-major (a slice steps by lda) and K-major
+    variants = gpu_builds.splitk_variants()
+    for layout in (variants["a_m_major"], variants["a_k_major"]):  # a slice steps by lda, and along K
         rendered = render(layout)
         cases = [*default_gemm_cases(layout, GemmCase(512, 384, 256, 2)), GemmCase(256, 264, 8192)]
-        job = _job(rendered, cache, cases, seeds=(0, 1))
+        job = _job(rendered, gpu_build_cache, cases, seeds=(0, 1))
         outcome = run_job(copy(job, knobs=(0, 1, splits, 0)), timeout=600)
         assert outcome.ok, outcome.detail
-    kernel = GemmKernel(layout, build(rendered, cache).module, (0, 1, splits, 0))
+    kernel = GemmKernel(layout, build(rendered, gpu_build_cache).module, (0, 1, splits, 0))
     gen = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(256, 20000, generator=gen, device="cuda").to(torch.bfloat16)
     w = torch.randn(264, 20000, generator=gen, device="cuda").to(torch.bfloat16)
@@ -176,24 +153,16 @@ def test_parallel_split_k_verifies_at_every_split_count(splits, cache) -> None:
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 collective-builder family needs sm90")
 @pytest.mark.parametrize("variant", ["b_row_major", "tf32"])
-def test_parallel_split_k_verifies_with_b_row_major_and_in_tf32(variant, cache) -> None:
+def test_parallel_split_k_verifies_with_b_row_major_and_in_tf32(variant, gpu_build_cache) -> None:
     """The other ways a slice steps along K: B row-major (a slice of B starts ldb rows on), and fp32
     operands read as TF32 (4-byte elements, tile depth 32); at slices that do not divide K and at more
     slices than the small shapes have tile depths."""
     from dataclasses import replace as copy
 
-    from fact.core.enums import Layout, Precision
-    from fact.realize.spec import Mode
-
-    spec = next(s for s in SPECS if isinstance(s, GemmSpec) and s.mode is Mode.SPLITK_PARALLEL and s.arch is Arch.SM90)
-    if variant == "b_row_major":
-        spec = copy(spec, layout_a=Layout.ROW, layout_b=Layout.ROW)
-    else:
-        spec = copy(spec, dtype=DType.F32, precision=Precision.TF32, layout_a=Layout.ROW,
-                    tiles=copy(spec.tiles, tile=(128, 64, 32)))
+    spec = gpu_builds.splitk_variants()[variant]
     rendered = render(spec)
     cases = [*default_gemm_cases(spec, GemmCase(512, 384, 256, 2)), GemmCase(256, 264, 8192)]
-    job = _job(rendered, cache, cases, seeds=(0, 1))
+    job = _job(rendered, gpu_build_cache, cases, seeds=(0, 1))
     for splits in (3, 16):
         outcome = run_job(copy(job, knobs=(0, 1, splits, 0)), timeout=600)
         assert outcome.ok, f"{splits} slices: {outcome.detail}"
@@ -204,25 +173,20 @@ def _rel_err(got, ref) -> float:
 
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 collective-builder family needs sm90")
-def test_unaligned_operands_are_staged_into_aligned_copies(cache) -> None:
+def test_unaligned_operands_are_staged_into_aligned_copies(gpu_build_cache) -> None:
     """TMA reads 16-byte rows: a call whose extents, leading dimensions, batch strides or addresses
     break that runs on zero-padded aligned copies made by the binding, and its output (written in
     place, into a view too) equals cuBLAS's to bf16 rounding. Each tensor is checked as it arrives:
     odd K, N and M; a view with a leading dimension of 2947; an address off by one element; a bias
     and residual with odd N; a column-major A whose contiguous M is odd."""
-    from fact.core.enums import Layout, Precision
-    from fact.realize.choose import SM90_TILES
-    from fact.realize.spec import Mode, Step
-
     bf16 = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(0)
 
     def rand(*shape):
         return (torch.rand(shape, generator=gen, device="cuda") * 2 - 1).to(bf16)
 
-    tn = GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (Step("bias"), Step("residual")),
-                  Mode.GEMM, SM90_TILES["gemm"])
-    kernel = build(render(tn), cache)
+    tn, nn_spec = gpu_builds.unaligned_specs()
+    kernel = build(render(tn), gpu_build_cache)
     m, n = 1031, 517
     cases = {  # (A, B): only the first has K odd; the others break alignment by their view alone
         "odd M, N, K": (rand(m, 2949), rand(n, 2949).t()),
@@ -242,9 +206,7 @@ def test_unaligned_operands_are_staged_into_aligned_copies(cache) -> None:
         by_op = getattr(torch.ops.fact, kernel.module.op_name)(a, b, bias, residual, *kernel.knobs)
         assert by_op.is_contiguous() and torch.equal(by_op, out), what
 
-    nn_spec = GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.COL, Layout.ROW, (), Mode.BATCHED,
-                       SM90_TILES["gemm"])
-    batched = build(render(nn_spec), cache)
+    batched = build(render(nn_spec), gpu_build_cache)
     a = rand(3, 1031, 127).transpose(1, 2).contiguous().transpose(1, 2)[:, :1029]  # column-major, M 1029 of 1031
     w = rand(127, 333).expand(3, 127, 333)  # a row-major weight shared by the batch (stride 0), odd N
     ref = torch.matmul(a.double(), w.double())
@@ -254,12 +216,12 @@ def test_unaligned_operands_are_staged_into_aligned_copies(cache) -> None:
 
 
 @pytest.mark.skipif(CAPABILITY < (9, 0), reason="the sm90 TF32 family")
-def test_sm90_tf32_operands_are_rounded_to_the_nearest_not_truncated(cache) -> None:
+def test_sm90_tf32_operands_are_rounded_to_the_nearest_not_truncated(gpu_build_cache) -> None:
     """wgmma drops an fp32 operand's low 13 bits; the sm90 TF32 kernels have TMA round them first. On
     positive inputs, where truncation's bias toward zero adds up over K, the kernel's error must sit
     with both operands rounded to the nearest TF32 (as cuBLAS does), well below both truncated."""
     spec = next(s for s in SPECS if s.family == "sm90_gemm" and s.precision.value == "tf32" and s.mode.value == "gemm")
-    kernel = build(render(spec), cache)
+    kernel = build(render(spec), gpu_build_cache)
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.rand(512, 2048, device="cuda", generator=g)
     w = torch.rand(384, 2048, device="cuda", generator=g)

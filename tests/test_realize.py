@@ -293,3 +293,28 @@ def test_sm90_parallel_split_k_runs_its_slices_as_batches_and_adds_them_apart() 
     for reason, bad in refusals.items():
         with pytest.raises(SpecError, match=reason):
             bad.validate()
+
+
+def test_the_gpu_tests_prebuild_list_holds_what_they_build() -> None:
+    """tests/gpu_builds.py names every kernel the GPU tests build, each once, so that tests.prebuild_gpu
+    builds them all at once: the families' representatives, the split-K ways of stepping along K, fact's
+    exact-fp32 picks (stream-K, split-K, presplit in both layouts, persistent) and every planted kernel;
+    a GPU below sm90 is given none of the sm90 kernels."""
+    from fact.verify.planted import BEHAVIOURS
+    from tests import gpu_builds
+
+    specs = gpu_builds.gpu_test_specs((9, 0))
+    assert len({s.key for s in specs}) == len(specs)
+    assert {s.key for s in representative()} <= {s.key for s in specs}
+    exact = gpu_builds.exact_specs()
+    assert {s.key for s in exact} <= {s.key for s in specs}
+    modes = {(s.mode, s.tiles.presplit, s.layout_a) for s in exact}
+    assert {(Mode.SPLITK_PARALLEL, False, Layout.ROW), (Mode.BATCHED, False, Layout.ROW),
+            (Mode.GEMM, True, Layout.ROW), (Mode.GEMM, True, Layout.COL)} <= modes
+    assert any(s.tiles.scheduler.value == "streamk" for s in exact)
+    assert {s.precision for s in gpu_builds.splitk_variants().values()} == {Precision.BF16, Precision.TF32}
+    renders = gpu_builds.gpu_test_renders((9, 0))
+    assert {r.spec.key for r in renders} >= {s.key for s in specs}
+    assert sum(any(f.startswith("planted_") for f in r.sources) for r in renders) == len(BEHAVIOURS)
+    older = gpu_builds.gpu_test_specs((8, 0))
+    assert older and all(s.arch is Arch.SM80 for s in older)

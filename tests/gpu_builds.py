@@ -1,0 +1,114 @@
+"""The kernels the GPU tests build, named once, so that a run can build all of them at once beforehand:
+
+    python -m tests.prebuild_gpu DIR [JOBS]
+    FACT_GPU_TEST_CACHE=DIR python -m pytest -m gpu tests/test_gpu.py tests/test_exact_fp32.py
+
+Without the prebuilt cache each test builds what it needs, one kernel after another (minutes each at sm90).
+Needs no GPU and no torch of its own: the specs are plain data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fact.core.enums import Arch, DType, Layout, OpFamily, Precision
+from fact.core.specs import ProblemShape
+from fact.patterns.types import Match
+from fact.realize import render
+from fact.realize.catalog import representative
+from fact.realize.choose import SM90_TILES, sm90_3xtf32_spec
+from fact.realize.spec import FmhaSpec, GemmSpec, KernelSpec, Mode, Scheduler, Sm90SplitTiles, Step
+from fact.verify.planted import BEHAVIOURS, planted_gemm
+
+ROW, COL = Layout.ROW, Layout.COL
+
+
+# --- test_exact_fp32.py: fact's picks for exact fp32 on sm90 ---------------------------------------------
+
+def exact_match(k: int = 4096, layouts=(ROW, COL), pattern: str = "gemm", batch: int = 1, chain=(), n: int = 384,
+                m: int = 509) -> Match:
+    """A matched fp32 GEMM as discovery reports it, to ask fact's choice about."""
+    return Match(pattern=pattern, family=OpFamily.GEMM, anchor="mm", nodes=("mm",), output="mm", dtype=DType.F32,
+                 precision=Precision.EXACT, realization=pattern, problem=ProblemShape(m, n, k, batch),
+                 layouts=layouts, epilogue=chain, epilogue_args=tuple((None, None) for _ in chain))
+
+
+def exact_pick(m: int, n: int, k: int, *, batch: int = 1, layouts=(ROW, COL), pattern: str | None = None) -> GemmSpec:
+    """fact's exact-fp32 kernel for the shape: the large-K pattern where K is 8x the larger side or more."""
+    pattern = pattern or ("gemm_large_k" if k >= 8 * max(m, n) else "gemm")
+    return sm90_3xtf32_spec(exact_match(k, layouts=layouts, pattern=pattern, batch=batch, n=n, m=m))
+
+
+EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536))
+PRESPLIT_LIFT_SHAPE = (2048, 1536, 1028)
+PERSISTENT_LIFT_SHAPE = (8, 512, 1024, 1028)  # batch, m, n, k
+RAW_BIG_INF_SHAPE = (256, 200, 65536)
+
+
+def persistent_lift_spec() -> GemmSpec:
+    batch, m, n, k = PERSISTENT_LIFT_SHAPE
+    return exact_pick(m, n, k, batch=batch, pattern="bmm")
+
+
+def exact_specs() -> list[GemmSpec]:
+    """Every kernel test_exact_fp32.py runs on the GPU."""
+    return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
+            *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
+            persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
+
+
+# --- test_gpu.py: the families' representatives and the kernels its other tests build ---------------------
+
+def supported(capability: tuple[int, int]) -> list[KernelSpec]:
+    """The representative kernels a GPU of this compute capability runs (sm80 ones on sm90 too)."""
+    return [s for s in representative() if capability >= (9, 0) or s.family in ("sm80_gemm", "fmha_sm80")]
+
+
+def splitk_parallel() -> GemmSpec:
+    return next(s for s in representative()
+                if isinstance(s, GemmSpec) and s.mode is Mode.SPLITK_PARALLEL and s.arch is Arch.SM90)
+
+
+def splitk_variants() -> dict[str, GemmSpec]:
+    """Parallel split-K in each way a slice steps along K: A M-major and K-major, B row-major, fp32 as TF32."""
+    spec = splitk_parallel()
+    return {"a_m_major": spec, "a_k_major": dataclasses.replace(spec, layout_a=ROW),
+            "b_row_major": dataclasses.replace(spec, layout_a=ROW, layout_b=ROW),
+            "tf32": dataclasses.replace(spec, dtype=DType.F32, precision=Precision.TF32, layout_a=ROW,
+                                        tiles=dataclasses.replace(spec.tiles, tile=(128, 64, 32)))}
+
+
+def presplit_in_blocks_spec() -> GemmSpec:
+    return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, COL, ROW, (), Mode.GEMM,
+                    Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True))
+
+
+def streamk_atomic_spec() -> GemmSpec:
+    return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, ROW, COL, (), Mode.STREAMK,
+                    Sm90SplitTiles((128, 128, 16), (1, 1), scheduler=Scheduler.STREAMK, promotion=128))
+
+
+def unaligned_specs() -> tuple[GemmSpec, GemmSpec]:
+    """A bf16 TN GEMM with bias and residual, and a batched NN one."""
+    return (GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, ROW, COL, (Step("bias"), Step("residual")), Mode.GEMM,
+                     SM90_TILES["gemm"]),
+            GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, COL, ROW, (), Mode.BATCHED, SM90_TILES["gemm"]))
+
+
+ATTENTION_SPEC = FmhaSpec(Arch.SM80, DType.BF16, 128, True, 32, 128)
+
+
+def gpu_test_specs(capability: tuple[int, int] = (9, 0)) -> list[KernelSpec]:
+    """Every spec the GPU tests build on a GPU of this capability, each once."""
+    specs: list[KernelSpec] = [*supported(capability), ATTENTION_SPEC]
+    if capability >= (9, 0):
+        specs += [*splitk_variants().values(), presplit_in_blocks_spec(), streamk_atomic_spec(), *unaligned_specs(),
+                  *exact_specs()]
+    unique: dict[str, KernelSpec] = {}
+    for spec in specs:
+        unique.setdefault(spec.key, spec)
+    return list(unique.values())
+
+
+def gpu_test_renders(capability: tuple[int, int] = (9, 0)) -> list:
+    """What prebuild_gpu builds: the specs above, rendered, and the planted kernels."""
+    return [*(render(s) for s in gpu_test_specs(capability)), *(planted_gemm(b) for b in BEHAVIOURS)]
