@@ -82,7 +82,7 @@ def presplit_in_blocks_spec() -> GemmSpec:
                     Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True))
 
 
-def streamk_atomic_spec() -> GemmSpec:
+def streamk_exact_spec() -> GemmSpec:
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, ROW, COL, (), Mode.STREAMK,
                     Sm90SplitTiles((128, 128, 16), (1, 1), scheduler=Scheduler.STREAMK, promotion=128))
 
@@ -101,7 +101,7 @@ def gpu_test_specs(capability: tuple[int, int] = (9, 0)) -> list[KernelSpec]:
     """Every spec the GPU tests build on a GPU of this capability, each once."""
     specs: list[KernelSpec] = [*supported(capability), ATTENTION_SPEC]
     if capability >= (9, 0):
-        specs += [*splitk_variants().values(), presplit_in_blocks_spec(), streamk_atomic_spec(), *unaligned_specs(),
+        specs += [*splitk_variants().values(), presplit_in_blocks_spec(), streamk_exact_spec(), *unaligned_specs(),
                   *exact_specs()]
     unique: dict[str, KernelSpec] = {}
     for spec in specs:
