@@ -3,6 +3,7 @@
 
     python scripts/gpu_epilogue.py --out OUT            # on a GPU machine: writes OUT/epilogue.json
     python scripts/gpu_epilogue.py --out OUT --shape 16384,1024,4096 --chains bias   # another M, N, K
+    python scripts/gpu_epilogue.py --out OUT --shape 128,768,3072 --configs ping_128x128_c1x2,streamk_128x128x128_c1x1
 
 The bench's Linear + epilogue modules multiply x [8192, 4096] by a [4096, 4096] weight in bf16. For
 each kernel config (tile, cluster, schedule) and each epilogue chain (bias; bias + SiLU, tanh-GELU,
@@ -36,7 +37,10 @@ CONFIGS = {
     "coop_128x256_c1x2": Sm90Tiles((128, 256, 64), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "coop_256x128_c1x2": Sm90Tiles((256, 128, 64), (1, 2), Schedule.COOPERATIVE, Scheduler.PERSISTENT),
     "ping_128x128_c1x2": Sm90Tiles((128, 128, 64), (1, 2), Schedule.PINGPONG, Scheduler.PERSISTENT),
+    # fact's stream-K tiles (choose.SM90_TILES["streamk"]), for outputs of few tiles
+    "streamk_128x128x128_c1x1": Sm90Tiles((128, 128, 128), (1, 1), Schedule.COOPERATIVE, Scheduler.STREAMK),
 }
+DEFAULT_CONFIGS = ("coop_128x256_c2x1", "coop_128x256_c1x2", "coop_256x128_c1x2", "ping_128x128_c1x2")
 CHAINS = {"bias": ("bias",), "silu": ("bias", "silu"), "gelu_tanh": ("bias", "gelu_tanh"), "mish": ("bias", "mish")}
 SWIZZLES = (1, 4)
 
@@ -56,21 +60,24 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--shape", default=f"{M},{N},{K}", help="M,N,K")
     ap.add_argument("--chains", default=",".join(CHAINS), help=f"a subset of {','.join(CHAINS)}")
+    ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help=f"a subset of {','.join(CONFIGS)}")
     args = ap.parse_args()
+    configs = {c: CONFIGS[c] for c in args.configs.split(",")}
     m_, n_, k_ = (int(v) for v in args.shape.split(","))
     chains = {c: CHAINS[c] for c in args.chains.split(",")}
     import torch
 
     from fact.compile.cache import load_library, toolchain_versions
     from fact.compose.timing import in_turn
-    from fact.realize.kernel import wrap
+    from fact.realize.kernel import default_knobs, wrap
     from fact.tune.runners.bench import time_samples
     from fact.tune.runners.build import LocalBuilder
 
     args.out.mkdir(parents=True, exist_ok=True)
     specs = {(c, e): GemmSpec(Arch.SM90, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL,
-                              tuple(Step(s) for s in steps), Mode.GEMM, tiles).validate()
-             for c, tiles in CONFIGS.items() for e, steps in chains.items()}
+                              tuple(Step(s) for s in steps),
+                              Mode.STREAMK if tiles.scheduler is Scheduler.STREAMK else Mode.GEMM, tiles).validate()
+             for c, tiles in configs.items() for e, steps in chains.items()}
     built = LocalBuilder(parallel=16, jobs_per_build=1).build(list(specs.values()))
     doc: dict[str, Any] = {
         "gpu": torch.cuda.get_device_name(0), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -97,13 +104,14 @@ def main() -> int:
         x = {k: v.double() for k, v in check.items() if k != "out"}
         ref = eager(e)(x)
         errors[f"cublas_{e}"] = float((eager(e)(check).double() - ref).norm() / ref.norm())
-        for c in CONFIGS:
+        for c in configs:
             lib = built[(spec := specs[(c, e)]).key]
             if not hasattr(lib, "path"):
                 doc["failed"][spec.name] = str(getattr(lib, "reason", lib))[:400]
                 continue
             for sw in SWIZZLES:
-                kernel = wrap(spec, load_library(lib.path, lib.module_name), (0, sw, 1, 0))
+                knobs = (0, sw, *default_knobs(spec)[2:])  # stream-K: its splits added as fact's default adds them
+                kernel = wrap(spec, load_library(lib.path, lib.module_name), knobs)
                 out = kernel(check["x"], check["w"].T, bias=check["b"], out=torch.full_like(check["out"], float("nan")))
                 err = float((out.double() - ref).norm() / ref.norm())
                 name = f"{c}_sw{sw}_{e}"

@@ -1,7 +1,6 @@
 """GPU tests: build, verify and compare kernels of each family with PyTorch. Skipped without a GPU
 (the evidence from the H100 is in results/realize/SUMMARY.md, produced by scripts/gpu_realize.py)."""
 
-
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -109,6 +109,25 @@ def test_sm90_16bit_default_follows_the_depth(k: int, tiles: str) -> None:
     assert spec_for(match, "sm90").name == f"sm90_gemm_bf16_tn_{tiles}_bias"
 
 
+@pytest.mark.parametrize(("m", "k", "name"), [
+    (128, 768, "128x128x128_c1x1_coop_streamk_streamk_bias"),  # one row of tiles, short K: stream-K
+    (128, 3072, "128x128x64_c1x2_pingpong_persistent_bias"),    # ... longer K: 128-row ping-pong
+    (129, 3072, "256x128x64_c1x2_coop_persistent_bias"),        # two rows of 128: the default
+    (64, 768, "128x128x128_c1x1_coop_streamk_streamk_bias"),
+])
+def test_sm90_16bit_small_m_takes_128_row_tiles(m: int, k: int, name: str) -> None:
+    """SMALL_M: a 256-row tile is half idle where M fits one 128-row tile (the block's Linears over 2 x 64
+    tokens); a costly activation keeps ping-pong, and a batched GEMM keeps its mode."""
+    linear = torch.nn.Linear(k, 768).to(torch.bfloat16)
+    [match] = match_graph(capture(linear, [torch.empty(m, k, dtype=torch.bfloat16)])).matches
+    assert spec_for(match, "sm90").name == f"sm90_gemm_bf16_tn_{name}"
+    costly = Act(k, 768, torch.nn.Mish()).to(torch.bfloat16)
+    [match] = match_graph(capture(costly, [torch.empty(m, k, dtype=torch.bfloat16)])).matches
+    assert spec_for(match, "sm90").name.startswith("sm90_gemm_bf16_tn_128x128x64_c1x2_pingpong_persistent_bias_")
+    bmm = replace(match, problem=replace(match.problem, batch=4), epilogue=(), epilogue_args=())
+    assert spec_for(bmm, "sm90").mode is Mode.BATCHED
+
+
 @pytest.mark.parametrize(("activation", "tiles"), [
     (torch.nn.Mish(), "128x128x64_c1x2_pingpong_persistent"),  # costly: ping-pong overlaps it with the mainloop
     (torch.nn.SiLU(), "256x128x64_c1x2_coop_persistent"),
