@@ -138,8 +138,9 @@ def default_specs() -> list[KernelSpec]:
     """The spec realize chooses for every kind of match the pattern table produces: each arch,
     dtype and fp32 precision, operand layout, GEMM pattern, activation and attention shape class
     (alignment chooses nothing: the binding stages unaligned operands), at an output under one wave of
-    the GPU and at one beyond it (exact fp32 on sm90 runs stream-K below, choose.under_one_wave). Matches
-    no family serves (SpecError) are left out."""
+    the GPU and at one beyond it (exact fp32 on sm90 runs stream-K below, choose.under_one_wave), and for
+    16-bit operands at rows that fit one 128-row tile (choose.SMALL_M). Matches no family serves
+    (SpecError) are left out."""
     from fact.realize.spec import ACTIVATIONS
 
     numerics = [(BF16, PB16), (F16, P16), (F32, EXACT), (F32, TF32)]
@@ -147,7 +148,7 @@ def default_specs() -> list[KernelSpec]:
     specs: list[KernelSpec] = []
     for arch, (dtype, precision), layouts in itertools.product(Arch, numerics, itertools.product(L, L)):
         # exact fp32 refuses short sums over few tiles (choose.exact_refusal): 1024 is its output under one wave
-        sizes = (256, 1024, 2048) if precision is EXACT else (256, 2048)
+        sizes = (256, 1024, 2048) if precision is EXACT else (128, 256, 2048)
         for pattern, size in itertools.product(_PATTERNS, sizes):
             for chain in chains if pattern == "gemm_epilogue" else [()]:
                 if pattern == "gemm_epilogue" and not chain:

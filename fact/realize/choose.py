@@ -157,13 +157,14 @@ SM80_TILES = {
 # the best at 524288 (results/tune/h100_2026-11-23_largek/: 67 and 209 us, against 78 and 216 us for
 # 128x256x64 in cluster 2x1, the default before).
 SHORT_K = 1024
-# One GEMM whose rows fit one 128-row tile (a few tokens: a small batch, a decoder's step). A 256-row tile
+# One GEMM whose rows fit one 128-row tile (a few tokens, a small batch). A 256-row tile
 # leaves half of itself idle there. On an H200, at the minGPT block's Linears over 2 x 64 tokens (bf16, one
 # run of 7 rounds; results/tune/h200_2026-11-28_small_m/), ping-pong 128x128 ran 128x768x3072 (+ bias) in
 # 0.0276 ms, against 0.0358 for the cooperative 256x128 default (cuBLAS 0.0276). Below SHORT_K, stream-K
 # 128x128x128 ran 0.0121-0.0131 ms where ping-pong took 0.0141-0.0147, at 128x2304x768, 128x3072x768
-# (+ tanh-GELU) and 128x768x768; at 128x768x3072 it took 0.0315-0.0319. Not measured: other M up to 128,
-# other GPUs.
+# (+ tanh-GELU) and 128x768x768; at 128x768x3072 it took 0.0315-0.0319. Not measured: M below 128 (where
+# the tuner, candidates.py, prefers 64-row tiles), other N and K, other GPUs. Stream-K adds its splits by
+# atomic adds unless torch.use_deterministic_algorithms(True) (kernel.default_knobs).
 SMALL_M = 128
 # An activation so costly that a cooperative kernel, whose two consumer warpgroups run the epilogue while
 # no wgmma does, loses more to it than ping-pong (one warpgroup's epilogue beside the other's mainloop)
