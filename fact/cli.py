@@ -337,6 +337,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from fact.compose import synthesize
 
+    if args.save and Path(args.save).exists() and not Path(args.save).is_dir():
+        raise UsageError(f"--save {args.save}: exists and is not a folder")
     module, inputs = _module_and_inputs(args)
     console = _console()
     err = _console(stderr=True)
@@ -358,6 +360,11 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     elif args.save:
         js, md = result.report.save(args.save)
         console.print(f"report: {js} and {md} (no kernel was composed: nothing else to save)")
+    unbuilt = [it.match_id for it in result.report.items if it.verification.get("category") == "build_error"]
+    if unbuilt:  # their original ops stay, but a compiler or kernel that fails is a failure to report
+        err.print(f"fact synthesize: {len(unbuilt)} kernel(s) failed to build, their original ops kept: "
+                  f"{', '.join(unbuilt)}", soft_wrap=True)
+        return 1
     return 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
 from fact.capture import capture
 from fact.discover import discover
@@ -97,6 +98,10 @@ def test_unreachable_model_keeps_the_plan(block_case, tmp_path: Path) -> None:
                       backoff=0.01, timeout=2, cache_dir=tmp_path)
     reviewed = agent.review(base, block_case[2])
     assert reviewed.items == base.items and "error" in reviewed.review
+    console = Console(record=True, width=200)
+    console.print(reviewed.render())
+    shown = console.export_text()
+    assert f"agent review failed: {reviewed.review['error']}"[:60] in shown and "agent review: " not in shown
 
 
 def test_invalid_proposals_are_dropped_with_reasons(block_case) -> None:

@@ -298,3 +298,33 @@ def test_python_dash_m_fact_runs_the_same_command_line():
     assert ok.returncode == 0 and "synthesize" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "fact", "no-such-command"], capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+LINEAR_RELU = ("import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+               "        self.l = torch.nn.Linear(512, 512)\n    def forward(self, x):\n        return torch.relu(self.l(x))\n")
+
+
+def test_synthesize_exits_1_when_a_kernel_fails_to_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A compiler that fails every kernel: the original ops stay, and the exit status says it failed."""
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\ncase \"$*\" in *--version*) echo 'Cuda compilation tools, release 13.0, V13.0.48';"
+                    " exit 0;; esac\necho 'nvcc: error: simulated failure' >&2\nexit 1\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("FACT_NVCC", str(nvcc))
+    src = tmp_path / "m.py"
+    src.write_text(LINEAR_RELU)
+    assert main(["synthesize", f"{src}:M", "--input", "512,512:bfloat16", "--arch", "sm80"]) == 1
+    out, err = capsys.readouterr()
+    assert "does not compile" in out
+    assert "1 kernel(s) failed to build, their original ops kept: gemm_epilogue:" in err
+
+
+def test_synthesize_refuses_a_save_path_that_is_a_file_before_it_starts(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(LINEAR_RELU)
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["synthesize", f"{src}:M", "--input", "512,512", "--save", str(taken)]) == 2
+    assert "exists and is not a folder" in capsys.readouterr().err

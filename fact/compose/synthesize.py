@@ -249,17 +249,18 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
 
     def one(item: ItemReport) -> tuple[ItemReport, str | None]:
         rendered = real[item.match_id].render()
-        work = Path(tempfile.mkdtemp(prefix="fact-check-"))
-        for name, text in rendered.sources.items():
-            (work / name).write_text(text)
-        arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
-        includes = (work, *(tc.cutlass_root / inc for inc in rendered.includes))
-        try:
-            compile_check(work / rendered.kernel_file, arch, includes=includes, output=work / "kernel.o",
-                          toolchain=tc, object_only=True)
-            return item, None
-        except FactError as exc:
-            return item, str(exc).splitlines()[0]
+        with tempfile.TemporaryDirectory(prefix="fact-check-") as folder:
+            work = Path(folder)
+            for name, text in rendered.sources.items():
+                (work / name).write_text(text)
+            arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
+            includes = (work, *(tc.cutlass_root / inc for inc in rendered.includes))
+            try:
+                compile_check(work / rendered.kernel_file, arch, includes=includes, output=work / "kernel.o",
+                              toolchain=tc, object_only=True)
+                return item, None
+            except FactError as exc:
+                return item, str(exc).splitlines()[0]
 
     todo = [it for it in report.items if it.status == "planned" and it.match_id in real]
     with cf.ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 2))) as pool:

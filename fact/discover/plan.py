@@ -119,6 +119,8 @@ class Plan:
                                   [(r.node, r.op, r.reason) for r in self.rejections], title="kept in PyTorch"))
         for note in self.notes:
             parts.append(Text(f"note: {note}"))
-        if self.review:
+        if self.review.get("error"):  # the plan stands as discovery made it; say why no review came
+            parts.append(Text(f"agent review failed: {self.review['error']}", style="yellow"))
+        elif self.review:
             parts.append(Text(f"agent review: {self.review.get('summary', '')}"))
         return RichGroup(*parts)
