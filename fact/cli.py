@@ -321,12 +321,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from fact.realize import realizations
 
         out = Path(args.render)
+        folders: dict[str, str] = {}  # folder name -> the key of the spec rendered there
         for r in realizations(plan):
             if r.spec is None:
                 console.print(_text(("kept in PyTorch", "yellow"), f" {r.match_id}: {r.reason}"))
                 continue
             rendered = r.render()
-            folder = out / r.spec.name
+            # a name leaves out the epilogue's constants (clamp bounds, scale): two kernels that differ only
+            # there each get a folder, the second named with its key too
+            name = r.spec.name if folders.get(r.spec.name, r.spec.key) == r.spec.key else f"{r.spec.name}_{r.spec.key[:12]}"
+            folders[name] = r.spec.key
+            folder = out / name
             folder.mkdir(parents=True, exist_ok=True)
             for fname, text in rendered.sources.items():
                 (folder / fname).write_text(text)

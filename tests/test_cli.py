@@ -328,3 +328,16 @@ def test_synthesize_refuses_a_save_path_that_is_a_file_before_it_starts(tmp_path
     taken.write_text("")
     assert main(["synthesize", f"{src}:M", "--input", "512,512", "--save", str(taken)]) == 2
     assert "exists and is not a folder" in capsys.readouterr().err
+
+
+def test_plan_render_keeps_kernels_that_differ_only_in_their_constants_apart(tmp_path: Path) -> None:
+    """Two clamps of other bounds share a kernel name (it leaves constants out): each keeps a folder."""
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "        self.a = torch.nn.Linear(512, 512)\n        self.b = torch.nn.Linear(512, 512)\n"
+                   "    def forward(self, x):\n        return self.b(self.a(x).clamp(-1, 1)).clamp(0, 6)\n")
+    out = tmp_path / "rendered"
+    assert main(["plan", f"{src}:M", "--input", "512,512:bfloat16", "--arch", "sm90", "--render", str(out)]) == 0
+    sources = sorted(p.read_text() for p in out.glob("*/*.cu"))
+    assert len(sources) == 2
+    assert any("-1.0f" in s and "1.0f" in s for s in sources) and any("6.0f" in s for s in sources)
