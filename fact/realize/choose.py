@@ -164,7 +164,11 @@ SHORT_K = 1024
 # 128x128x128 ran 0.0121-0.0131 ms where ping-pong took 0.0141-0.0147, at 128x2304x768, 128x3072x768
 # (+ tanh-GELU) and 128x768x768; at 128x768x3072 it took 0.0315-0.0319. Not measured: M below 128 (where
 # the tuner, candidates.py, prefers 64-row tiles), other N and K, other GPUs. Stream-K adds its splits by
-# atomic adds unless torch.use_deterministic_algorithms(True) (kernel.default_knobs).
+# atomic adds unless torch.use_deterministic_algorithms(True) (kernel.default_knobs). Unresolved: in the
+# README's main job on another H200 (results/gpu_tests/h200_2026-11-28/, run 5) the block composed with these
+# picks ran 1.26x end to end where run 4, before them, gave 2.14x. Those times are host-bound and the two
+# machines' hosts differ (the original ops ran up to 2x slower in run 5), so they do not settle it; an A/B
+# in one process has not run yet.
 SMALL_M = 128
 # An activation so costly that a cooperative kernel, whose two consumer warpgroups run the epilogue while
 # no wgmma does, loses more to it than ping-pong (one warpgroup's epilogue beside the other's mainloop)
@@ -201,7 +205,7 @@ FEW_TILES = 32
 # 96, 100 and 121 tiles (every 64 at 36 tiles and K 1024, eight decades: 2.2e-7 against 1.7e-7; every
 # 128 at 100 tiles and K 4096: 3.6e-7 against 2.7e-7). Stream-K at the rule's interval (every 32 below K
 # 4096, every 64 from it) stayed within SGEMM's error at every measured point and ran 1.01-1.62x from 36
-# tiles on, but 0.49-1.09x at 4 and 24 tiles. What this gives up: at 96 to 130 tiles and K 1024 the
+# tiles on, but 0.48-1.18x at 4 and 24 tiles. What this gives up: at 96 to 130 tiles and K 1024 the
 # presplit kernel every 64 ran 1.46-1.74x within SGEMM's error (stream-K every 32: 1.18-1.43x). K between
 # 8192 and 16384, and K 512 and 8192 above 96 tiles, were not measured.
 STREAMK_TILES = 132
@@ -216,7 +220,7 @@ def promotion_for(k: int, m: int | None = None, n: int | None = None, batch: int
     """The promotion interval (elements of K) of the sm90 3xTF32 family for a problem of depth `k`
     (and output m x n, `batch` times; unknown: a large one).
 
-    fact/realize/exact_fp32.py's model (fitted to the H100 measurements in GPU.md) puts the error of
+    fact/realize/exact_fp32.py's model (fitted to the H100 measurements in results/exact_fp32/) puts the error of
     promotion every 128 below sequential fp32 FMA from K ~ 1024 on, every 64 from K ~ 256; shorter
     intervals cost more pipeline drains. On the H100 (results/exact_fp32/) these intervals kept the error
     below SGEMM's at every timed shape and seed, while every 256 did not. Every 128 at K = 2048 did not
