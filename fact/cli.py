@@ -230,14 +230,24 @@ def _load_target(spec: str) -> tuple[Any, Any]:
 
 
 def _parse_inputs(items: list[str]) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, torch dtype name) per --input; the dtype as torch spells it (bfloat16) or as fact does (bf16)."""
+    import torch
+
+    from fact.core.enums import DType
+
+    short = {d.value: d.torch_name for d in DType if d is not DType.TF32}
     out = []
     for item in items:
         shape_text, _, dtype = item.partition(":")
         try:
-            shape = tuple(int(x) for x in shape_text.replace("x", ",").split(",") if x)
+            shape = tuple(int(x) for x in shape_text.replace("x", ",").split(","))
         except ValueError:
             raise UsageError(f"--input takes SHAPE[:DTYPE] like 128,512,768:float32, got {item!r}") from None
-        out.append((shape, dtype or "float32"))
+        dtype = short.get(dtype, dtype) or "float32"
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise UsageError(f"--input {item!r}: unknown dtype {dtype!r}; use a torch dtype name such as "
+                             f"float32 or bfloat16 (or fact's {', '.join(sorted(short))})")
+        out.append((shape, dtype))
     return out
 
 
@@ -421,7 +431,7 @@ def _module_parser(sub: Any, name: str, help_text: str) -> argparse.ArgumentPars
     p = sub.add_parser(name, help=help_text)
     p.add_argument("target", help="FILE.py:ModuleName")
     p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
-                   help="one per forward argument, e.g. 128,512,768:bfloat16 (the module takes that dtype)")
+                   help="one per forward argument, e.g. 128,512,768:bfloat16 or :bf16 (the module takes that dtype)")
     p.add_argument("--inputs-fn", help="a function in FILE.py returning the example inputs (default get_inputs, "
                                        "run on the meta device: only shapes and dtypes are read)")
     p.add_argument("--init", help="JSON keyword arguments for the module's constructor")

@@ -262,6 +262,10 @@ def test_errors_are_one_line_with_usage_or_failure_status(tmp_path: Path, capsys
     _one_line_error(capsys)
     assert main(["plan", f"{src}:M", "--input", "sixty-four"]) == 2
     assert "--input takes SHAPE" in _one_line_error(capsys)
+    assert main(["plan", f"{src}:M", "--input", "64,,64"]) == 2  # an empty dimension is no dimension
+    assert "--input takes SHAPE" in _one_line_error(capsys)
+    assert main(["plan", f"{src}:M", "--input", "64,64:bf17"]) == 2
+    assert "unknown dtype 'bf17'" in _one_line_error(capsys)
     assert main(["plan", f"{src}:M", "--input", "64,64", "--init", '{"n": 0}']) == 1
     assert "constructing M failed: AssertionError: n must be positive" in _one_line_error(capsys)
 
@@ -314,7 +318,7 @@ def test_synthesize_exits_1_when_a_kernel_fails_to_build(tmp_path: Path, monkeyp
     monkeypatch.setenv("FACT_NVCC", str(nvcc))
     src = tmp_path / "m.py"
     src.write_text(LINEAR_RELU)
-    assert main(["synthesize", f"{src}:M", "--input", "512,512:bfloat16", "--arch", "sm80"]) == 1
+    assert main(["synthesize", f"{src}:M", "--input", "512,512:bf16", "--arch", "sm80"]) == 1  # fact's spelling too
     out, err = capsys.readouterr()
     assert "does not compile" in out
     assert "1 kernel(s) failed to build, their original ops kept: gemm_epilogue:" in err
