@@ -9,6 +9,7 @@ import pytest
 
 import fact
 from fact.cli import build_parser, main
+from fact.compile.toolchain import find_toolchain
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -318,7 +319,11 @@ def test_synthesize_exits_1_when_a_kernel_fails_to_build(tmp_path: Path, monkeyp
     monkeypatch.setenv("FACT_NVCC", str(nvcc))
     src = tmp_path / "m.py"
     src.write_text(LINEAR_RELU)
-    assert main(["synthesize", f"{src}:M", "--input", "512,512:bf16", "--arch", "sm80"]) == 1  # fact's spelling too
+    find_toolchain.cache_clear()  # found once per process: this test's nvcc must be the one found
+    try:
+        assert main(["synthesize", f"{src}:M", "--input", "512,512:bf16", "--arch", "sm80"]) == 1  # fact's spelling too
+    finally:
+        find_toolchain.cache_clear()
     out, err = capsys.readouterr()
     assert "does not compile" in out
     assert "1 kernel(s) failed to build, their original ops kept: gemm_epilogue:" in err
