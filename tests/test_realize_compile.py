@@ -62,3 +62,19 @@ def test_binding_syntax(index: int, tmp_path: Path) -> None:
            *[f"-I{p}" for p in includes], str(tmp_path / "binding.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_compile_check_that_passes_leaves_only_its_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its working folder holds nothing but the log once the object is written elsewhere; a failure keeps
+    the log (BuildError.log_path) for the reader."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    good, bad = tmp_path / "good.cu", tmp_path / "bad.cu"
+    good.write_text("__global__ void twice(float* x) { x[threadIdx.x] *= 2.f; }\n")
+    bad.write_text("__global__ void twice(float* x) { x[threadIdx.x] *= undeclared; }\n")
+    out = compile_check(good, Arch.SM80, output=tmp_path / "good.o", object_only=True)
+    assert out.is_file() and not list(scratch.iterdir())
+    with pytest.raises(BuildError) as failed:
+        compile_check(bad, Arch.SM80, output=tmp_path / "bad.o", object_only=True)
+    assert failed.value.log_path is not None and "undeclared" in Path(failed.value.log_path).read_text()

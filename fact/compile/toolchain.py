@@ -180,4 +180,6 @@ def compile_check(
             log_path=log,
             command=shlex.join(cmd),
         )
+    if output is not None:  # the binary lives elsewhere: the folder held only the log of a build that passed
+        shutil.rmtree(workdir, ignore_errors=True)
     return out
