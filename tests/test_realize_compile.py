@@ -65,8 +65,8 @@ def test_binding_syntax(index: int, tmp_path: Path) -> None:
 
 
 def test_a_compile_check_that_passes_leaves_only_its_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its working folder holds nothing but the log once the object is written elsewhere; a failure keeps
-    the log (BuildError.log_path) for the reader."""
+    """With the object written elsewhere, a check that passes removes its working folder; one that fails
+    keeps the log there (BuildError.log_path) for the reader."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
