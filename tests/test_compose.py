@@ -409,6 +409,36 @@ def test_an_exported_programs_module_is_composed_and_verified_on_the_gpu() -> No
     assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
 
 
+class ClampedBranches(nn.Module):  # Linear + ReLU beside Linear + a clamp with one bound
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 128), nn.Linear(64, 128)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(self.a(x)), torch.clamp(self.b(x), min=-0.5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_fused_relu_and_clamp_keep_nan_and_infinities_as_pytorch_does() -> None:
+    torch.manual_seed(0)
+    module = ClampedBranches().to(BF16).cuda().eval()
+    x = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    synthesis = fact.synthesize(module, [x], benchmark=False, faster_only=False)
+    assert [i.status for i in synthesis.report.items] == ["composed", "composed"], synthesis.report.to_markdown()
+    fresh = (torch.rand(256, 64, device="cuda") * 2 - 1).to(BF16)
+    fresh[0, 3], fresh[1, 5], fresh[2, 7] = float("nan"), float("inf"), float("-inf")  # rows of NaN, +-inf
+    with torch.no_grad():
+        got, want = synthesis.module(fresh), module(fresh)
+    assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
+    for g, w in zip(got, want):
+        assert torch.equal(g[:3].isnan(), w[:3].isnan()) and g[:3].isnan().any()
+        assert torch.equal(g[:3].isinf(), w[:3].isinf()) and g[:3].isinf().any()
+        finite = w.isfinite()
+        assert torch.equal(g[finite.logical_not()].nan_to_num(), w[finite.logical_not()].nan_to_num())
+        torch.testing.assert_close(g[finite], w[finite], atol=2e-2, rtol=2e-2)
+
+
 _LOAD_ON_GPU = """
 import shutil, sys, torch, fact
 assert shutil.which("nvcc") is None

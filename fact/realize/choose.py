@@ -164,11 +164,9 @@ SHORT_K = 1024
 # 128x128x128 ran 0.0121-0.0131 ms where ping-pong took 0.0141-0.0147, at 128x2304x768, 128x3072x768
 # (+ tanh-GELU) and 128x768x768; at 128x768x3072 it took 0.0315-0.0319. Not measured: M below 128 (where
 # the tuner, candidates.py, prefers 64-row tiles), other N and K, other GPUs. Stream-K adds its splits by
-# atomic adds unless torch.use_deterministic_algorithms(True) (kernel.default_knobs). Unresolved: in the
-# README's main job on another H200 (results/gpu_tests/h200_2026-11-28/, run 5) the block composed with these
-# picks ran 1.26x end to end where run 4, before them, gave 2.14x. Those times are host-bound and the two
-# machines' hosts differ (the original ops ran up to 2x slower in run 5), so they do not settle it; an A/B
-# in one process has not run yet.
+# atomic adds unless torch.use_deterministic_algorithms(True) (kernel.default_knobs). The block composed with
+# these picks, in one process with the picks before them (results/tune/h200_2026-11-29_small_m_ab/), ran
+# 0.281-0.283 ms against 0.295-0.296 in two quiet runs and level in two noisy ones (host-bound; eager 0.423).
 SMALL_M = 128
 # An activation so costly that a cooperative kernel, whose two consumer warpgroups run the epilogue while
 # no wgmma does, loses more to it than ping-pong (one warpgroup's epilogue beside the other's mainloop)
