@@ -346,7 +346,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             for fname, text in rendered.sources.items():
                 (folder / fname).write_text(text)
             console.print(f"{r.match_id} -> {folder} (grounded on {', '.join(r.exemplars) or 'no exemplar'})")
-    return 0
+    return 0 if plan.items else 1  # nothing matched: the plan's note says so
 
 
 def cmd_synthesize(args: argparse.Namespace) -> int:
@@ -379,6 +379,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     if unbuilt:  # their original ops stay, but a compiler or kernel that fails is a failure to report
         err.print(f"fact synthesize: {len(unbuilt)} kernel(s) failed to build, their original ops kept: "
                   f"{', '.join(unbuilt)}", soft_wrap=True)
+        return 1
+    if not result.report.items:
+        err.print("fact synthesize: no pattern matched, so nothing was synthesized; the module runs on its "
+                  "original ops", soft_wrap=True)
         return 1
     return 0
 

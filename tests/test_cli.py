@@ -283,6 +283,20 @@ def test_errors_are_one_line_with_usage_or_failure_status(tmp_path: Path, capsys
 
 
 @pytest.mark.parametrize("command", ["plan", "synthesize"])
+def test_a_module_where_no_pattern_matches_exits_1_and_says_so(command: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's rule: a command that finds nothing exits 1 and says why."""
+    src = tmp_path / "m.py"
+    src.write_text("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                   "        return torch.relu(x) * 2\n")
+    assert main([command, f"{src}:M", "--input", "64,64", "--arch", "sm80"]) == 1
+    out, err = capsys.readouterr()
+    said = " ".join((out + err).split())
+    assert "no pattern covers 'relu'" in said
+    assert ("no subgraph matched a pattern" if command == "plan" else "no pattern matched, so nothing was synthesized") in said
+
+
+@pytest.mark.parametrize("command", ["plan", "synthesize"])
 def test_a_module_no_tracer_takes_is_one_line_of_fact(command: str, tmp_path: Path,
                                                       capfd: pytest.CaptureFixture[str]) -> None:
     """torch.export prints its partial graph before raising: the command line shows fact's line only."""
