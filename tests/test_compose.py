@@ -363,6 +363,18 @@ def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:
     assert [(i.status, i.verification) for i in report.items] == [("planned", {"category": "compiles"})]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what synthesize says without a GPU")
+@pytest.mark.parametrize("tune", [True, "search"])
+def test_tuning_asked_for_without_a_gpu_is_said_to_be_ignored(tune, capsys) -> None:
+    module = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).to(BF16).eval()
+    report = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", tune=tune).report
+    assert report.notes == [f"tune={tune!r} ignored: no CUDA GPU here, so every kernel is its family's default"]
+    from rich.console import Console
+
+    Console(width=200).print(report.render())  # the console shows the notes, not only report.md
+    assert f"note: tune={tune!r} ignored" in capsys.readouterr().out
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_synthesize_composes_verified_kernels_on_the_gpu(tmp_path) -> None:

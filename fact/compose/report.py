@@ -94,7 +94,7 @@ class Report:
 
     def render(self) -> Any:
         """A rich renderable that fits the console: one row per item (ids never cut), then the
-        end-to-end line."""
+        end-to-end line and the notes."""
         from rich.console import Group
         from rich.text import Text
 
@@ -108,7 +108,7 @@ class Report:
         caption = ("nothing verified or timed here (no CUDA GPU): the module runs its original ops"
                    if not self.verified else _end_to_end_line(self.end_to_end))
         title = f"fact synthesis of {self.module} ({self.arch}, {self.precision} on both sides)"
-        return Group(FitTable(columns, rows, title=title), Text(caption))
+        return Group(FitTable(columns, rows, title=title), Text(caption), *(Text(f"note: {n}") for n in self.notes))
 
 
 def _verification(it: ItemReport) -> str:

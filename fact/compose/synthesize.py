@@ -136,7 +136,9 @@ def synthesize(
     templated = [i for i in plan.items if i.match.realization != "llm"]
     real = {r.match_id: r for r in realizations(dataclasses.replace(plan, items=tuple(templated)), kb=kb)}
     knobs: dict[str, Any] = {}
-    if tune:
+    if tune and not gpu:  # the tuning database is kept by GPU: without one there is nothing to read or search
+        report.notes.append(f"tune={tune!r} ignored: no CUDA GPU here, so every kernel is its family's default")
+    elif tune:
         from fact.tune.hook import LocalSearch, default_db, tuned_realizations
 
         db = default_db()
