@@ -357,10 +357,21 @@ def test_an_unaligned_gemm_is_planned_and_the_report_says_its_operands_are_stage
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the path of machines without a GPU")
-def test_synthesize_compile_checks_its_kernels_without_a_gpu() -> None:
+def test_synthesize_compile_checks_its_kernels_without_a_gpu(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FACT_CACHE_DIR", str(tmp_path))
     module = nn.Sequential(nn.Linear(256, 256), nn.ReLU()).to(BF16).eval()
     report = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True).report
     assert [(i.status, i.verification) for i in report.items] == [("planned", {"category": "compiles"})]
+
+    def nvcc_again(*args, **kwargs):
+        raise AssertionError("a kernel that passed here is compiled again")
+
+    monkeypatch.setattr("fact.compile.toolchain.compile_check", nvcc_again)
+    again = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True).report
+    assert [(i.status, i.verification) for i in again.items] == [("planned", {"category": "compiles", "reused": True})]
+    other = nn.Sequential(nn.Linear(256, 256), nn.GELU()).to(BF16).eval()  # another kernel is compiled
+    with pytest.raises(AssertionError, match="compiled again"):
+        fact.synthesize(other, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what synthesize says without a GPU")
@@ -449,6 +460,32 @@ def test_fused_relu_and_clamp_keep_nan_and_infinities_as_pytorch_does() -> None:
         finite = w.isfinite()
         assert torch.equal(g[finite.logical_not()].nan_to_num(), w[finite.logical_not()].nan_to_num())
         torch.testing.assert_close(g[finite], w[finite], atol=2e-2, rtol=2e-2)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_multihead_attention_runs_its_attention_on_the_kernel_and_its_head_merge_in_pytorch() -> None:
+    torch.manual_seed(0)
+    module = SelfAttention().to(BF16).cuda().eval()
+    x = torch.randn(2, 128, 256, device="cuda", dtype=BF16)
+    synthesis = fact.synthesize(module, [x], benchmark=False, faster_only=False)
+    items = {i.pattern: i for i in synthesis.report.items}
+    assert items["attention"].status == "composed", synthesis.report.to_markdown()
+    fresh = torch.randn(2, 128, 256, device="cuda", dtype=BF16)
+    with torch.no_grad():
+        got = synthesis.module(fresh)
+        want = module.double()(fresh.double())
+    assert float((got.double() - want).norm() / want.norm()) < 2e-2
+    assert synthesis.dispatches()[items["attention"].match_id].kernel_calls >= 1
 
 
 _LOAD_ON_GPU = """

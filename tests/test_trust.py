@@ -267,6 +267,33 @@ def test_multihead_attention_is_not_hidden_by_module_level_capture() -> None:
     assert any("opaque at module level" in r.reason for r in module_level.rejections)
 
 
+class SelfAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+def test_multihead_attentions_own_head_merge_stays_in_pytorch_after_the_kernel() -> None:
+    """MultiheadAttention merges heads by a permute to [S, B, H, D] and a 2-D view: the match ends at the
+    attention's [B, H, S, D], checked against the module, where the usual merge ends at [B, S, H*D]."""
+    plan = fact.discover(SelfAttention().eval(), [torch.randn(2, 64, 256)], arch="sm90")
+    [attention] = [it.match for it in plan.items if it.match.pattern == "attention"]
+    assert attention.nodes == (attention.output,) and "scaled_dot_product_attention" in attention.output
+    assert not any(r.op == "attention" for r in plan.rejections), plan.rejections
+    for module, x in ((Block().eval(), torch.randn(2, 64, 768)), (UsualMerge(), torch.randn(2, 4, 64, 32))):
+        plan = fact.discover(module, [x], arch="sm90")
+        [merged] = [it.match for it in plan.items if it.match.pattern == "attention"]
+        assert len(merged.nodes) > 1 and merged.output != merged.anchor, merged  # transpose + view ride along
+
+
+class UsualMerge(nn.Module):
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(2, 64, 128)
+
+
 def test_input_factories_run_on_the_meta_device() -> None:
     def get_inputs():
         x = torch.randn(4096, 4096, 64)  # 4 GiB if it were real

@@ -183,3 +183,38 @@ def compile_check(
     if output is not None:  # the binary lives elsewhere: the folder held only the log of a build that passed
         shutil.rmtree(workdir, ignore_errors=True)
     return out
+
+
+class PassedChecks:
+    """The compile checks that passed here: a record by key (sources, architecture, nvcc and its command
+    line), so checking the same kernel again costs nothing. A failure is not recorded: a fixed toolchain
+    passes the next time."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        from fact.core.paths import cache_home
+
+        self.root = root or cache_home() / "checks"
+
+    @staticmethod
+    def key(sources: dict[str, str], kernel_file: str, arch: Arch, toolchain: Toolchain) -> str:
+        import hashlib
+        import json
+
+        command = toolchain.command(Path(kernel_file), Path("kernel.o"), arch, object_only=True)
+        blob = json.dumps({"sources": sources, "command": command, "nvcc": toolchain.nvcc_version,
+                           "cutlass": toolchain.cutlass_version}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def passed(self, key: str) -> bool:
+        return (self.root / f"{key}.json").is_file()
+
+    def record(self, key: str, name: str) -> None:
+        """Record a pass, atomically (a reader never sees half a record)."""
+        import json
+        import time
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"kernel": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S")}, f)
+        os.replace(tmp, self.root / f"{key}.json")

@@ -116,7 +116,7 @@ def _verification(it: ItemReport) -> str:
     if not v:
         return "-"
     if "worst" not in v:
-        return str(v.get("category", "-"))
+        return str(v.get("category", "-")) + (" (checked here before)" if v.get("reused") else "")
     text = f"{v.get('cases', 0)} cases x {v.get('seeds', 0)} seeds, worst {v['worst']:.2g} <= {v.get('tolerance', 0):g}"
     return text + (" (an earlier run of this library on this GPU)" if v.get("reused") else "")
 

@@ -238,7 +238,9 @@ def _report(plan: Any, gpu: bool) -> Report:
 
 
 def _compile_check(real: dict[str, Any], report: Report) -> None:
-    from fact.compile.toolchain import compile_check, find_toolchain
+    """nvcc on every planned kernel (object only), in parallel; a kernel that passed here before (the same
+    sources and toolchain, `PassedChecks`) is not compiled again."""
+    from fact.compile.toolchain import PassedChecks, compile_check, find_toolchain
     from fact.core.enums import Arch
     from fact.core.errors import FactError
     from fact.realize import SM90_FAMILIES
@@ -248,26 +250,32 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
     except FactError as exc:
         report.notes.append(f"compile check skipped: {exc}")
         return
+    checks = PassedChecks()
 
-    def one(item: ItemReport) -> tuple[ItemReport, str | None]:
+    def one(item: ItemReport) -> tuple[ItemReport, str | None, bool]:
         rendered = real[item.match_id].render()
+        arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
+        key = PassedChecks.key(rendered.sources, rendered.kernel_file, arch, tc)
+        if checks.passed(key):
+            return item, None, True
         with tempfile.TemporaryDirectory(prefix="fact-check-") as folder:
             work = Path(folder)
             for name, text in rendered.sources.items():
                 (work / name).write_text(text)
-            arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
             includes = (work, *(tc.cutlass_root / inc for inc in rendered.includes))
             try:
                 compile_check(work / rendered.kernel_file, arch, includes=includes, output=work / "kernel.o",
                               toolchain=tc, object_only=True)
-                return item, None
             except FactError as exc:
-                return item, str(exc).splitlines()[0]
+                return item, str(exc).splitlines()[0], False
+        checks.record(key, rendered.spec.name)
+        return item, None, False
 
     todo = [it for it in report.items if it.status == "planned" and it.match_id in real]
     with cf.ThreadPoolExecutor(max(1, min(len(todo), os.cpu_count() or 2))) as pool:
-        for item, error in pool.map(one, todo):
-            item.verification = {"category": "compiles" if error is None else "build_error"}
+        for item, error, reused in pool.map(one, todo):
+            item.verification = {"category": "compiles" if error is None else "build_error",
+                                 **({"reused": True} if reused else {})}
             if error:
                 item.status, item.reason = "kept", f"does not compile: {error}"
 

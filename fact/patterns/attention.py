@@ -152,17 +152,46 @@ def _call(n: Any, value: Any, depth: int) -> Any:
 
 
 def _head_merge(n: Any, root: Any, nodes: list[Any]) -> Any:
-    """Follow transpose/contiguous/view after the output (the head merge) while single-use."""
-    out = n
-    while True:
-        user = _single_user(out)
-        if user is None:
-            return out
+    """The node ending the head merge after the attention output `n`, its nodes added to `nodes`: the
+    longest single-use run of transpose/permute/contiguous/view/reshape that is the usual merge
+    ([B, H, S, D] -> [B, S, H*D], `_is_head_merge`). Another rearrangement (MultiheadAttention's
+    permute to [S, B, H, D] and 2-D view) stays in PyTorch after the kernel's [B, H, S, D]: `n` itself."""
+    chain, out = [], n
+    while (user := _single_user(out)) is not None:
         op = op_of(user, root)
         if op is None or op.kind not in ("transpose", "permute", "contiguous", "view", "reshape"):
-            return out
-        nodes.append(user)
+            break
+        chain.append((op.kind, user))
         out = user
+    for end in range(len(chain), 0, -1):
+        if _is_head_merge(n, chain[:end]):
+            nodes.extend(node for _, node in chain[:end])
+            return chain[end - 1][1]
+    return n
+
+
+def _is_head_merge(n: Any, chain: list[tuple[str, Any]]) -> bool:
+    """Whether `chain` (kind, node) after `n` [B, H, S, D] swaps H and S, then, past any contiguous, ends in
+    one view or reshape to [B, S, H*D]."""
+    spec, last = _spec(n), _spec(chain[-1][1])
+    if spec is None or last is None or len(spec.shape) != 4 or len(chain) < 2:
+        return False
+    (first_kind, first), *middle, (last_kind, _) = chain
+    b, h, s, d = spec.shape
+    return (_swaps_heads(first_kind, first) and all(kind == "contiguous" for kind, _ in middle)
+            and last_kind in ("view", "reshape") and tuple(last.shape) == (b, s, h * d))
+
+
+def _swaps_heads(kind: str, node: Any) -> bool:
+    """Whether a transpose or permute of a rank-4 tensor exchanges dims 1 and 2 alone."""
+    dims: list[int] = []
+    for a in node.args[1:]:
+        dims.extend(a if isinstance(a, (list, tuple)) else [a])
+    dims += [node.kwargs[k] for k in ("dim0", "dim1", "dims") if k in node.kwargs]
+    if not all(isinstance(x, int) for x in dims):
+        return False
+    dims = [x % 4 for x in dims]
+    return sorted(dims) == [1, 2] if kind == "transpose" else dims == [0, 2, 1, 3]
 
 
 def _shape_of(q: Any, k: Any, mask: str, scale: float | None) -> AttentionShape | None:
