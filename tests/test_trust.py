@@ -1025,3 +1025,24 @@ def test_the_backend_reads_a_graphs_mode_by_each_functions_own_default(fn, train
 
     gm = torch.fx.symbolic_trace(LinearThen(fn))
     assert _computes_in_training_mode(gm) is training
+
+
+def test_a_view_the_float64_rerun_cannot_take_is_taken_by_reshape() -> None:
+    """A captured graph can view a tensor that the module's run laid out for it (the attention before
+    MultiheadAttention's head merge); float64 may lay it out otherwise: the re-run reshapes, same values."""
+
+    class ViewAfterPermute(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.permute(1, 0).view(-1) * 2
+
+    gm = torch.fx.symbolic_trace(ViewAfterPermute())
+    x = torch.randn(3, 4, dtype=torch.float64)
+    values = semantics._record(gm, [x])
+    [view] = [n for n in gm.graph.nodes if n.target == "view"]
+    assert torch.equal(values[view], x.t().reshape(-1))
+
+    def fails() -> None:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride")
+
+    with pytest.raises(RuntimeError, match="view size"):  # only a view is retaken as a reshape
+        semantics._viewing(torch.add, (x, x), {}, fails)

@@ -63,6 +63,9 @@ class KernelCall:
     others: tuple[tuple[int, tuple[str, Any]], ...] = ()
     # (module, attribute, value) of each setting of a called module the reading depends on (a slope)
     settings: tuple[tuple[str, str, Any], ...] = ()
+    # attention ending at its own [B, H, S, D]: the strides the module's run gave it, which the ops after it
+    # may need (a view that only that layout allows); () where the kernel's layout serves
+    out_strides: tuple[int, ...] = ()
 
     def operand(self, role: str) -> Operand | None:
         return next((o for o in self.operands if o.role == role), None)
@@ -272,7 +275,12 @@ def _launch(call: KernelCall, get: dict[str, Any]) -> Any:
     fn = _op(call.op)
     if call.kind == "attention":
         out = fn(get["q"], get["k"], get["v"], call.scale)
-        return out if out.shape == call.out_shape else out.transpose(1, 2).reshape(call.out_shape)
+        if out.shape != call.out_shape:
+            return out.transpose(1, 2).reshape(call.out_shape)
+        strides = getattr(call, "out_strides", ())  # absent from calls pickled before it existed
+        if not strides or out.stride() == strides:
+            return out
+        return torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
     out = fn(*_gemm_operands(get), *call.knobs)
     return out if out.shape == call.out_shape else out.reshape(call.out_shape)
 
@@ -497,7 +505,8 @@ def install(gm: torch.fx.GraphModule, match: Match, spec: Any, kernel: Any, name
                       operands_for(gm, match, inputs, original), tuple(out_spec.shape), scale, spec.name, device,
                       default_knobs(spec) if knobs is None or match.attention is not None else knob_values(knobs),
                       _pins(gm, match, inputs, buffers or {}),
-                      _others(match, inputs), settings=_settings(gm, match))
+                      _others(match, inputs), settings=_settings(gm, match),
+                      out_strides=tuple(out_spec.strides) if match.attention is not None else ())
     broken = breach(call, spec)
     if broken is not None:
         raise LookupError(f"not composed: {broken}")

@@ -176,12 +176,29 @@ def evaluate_subgraph(gm: Any, match: Match, env: dict[Any, Any]) -> Any:
         if n.op == "call_module":
             values[n] = gm.get_submodule(n.target)(*args, **kwargs)
         elif n.op == "call_method":
-            values[n] = getattr(args[0], n.target)(*args[1:], **kwargs)
+            values[n] = _viewing(n.target, args, kwargs, lambda: getattr(args[0], n.target)(*args[1:], **kwargs))
         elif n.op == "call_function":
-            values[n] = n.target(*args, **kwargs)
+            values[n] = _viewing(n.target, args, kwargs, lambda: n.target(*args, **kwargs))
         else:
             raise _Unreadable(f"node {n.name} ({n.op}) cannot be part of a kernel")
     return values[_node(gm, match.output)]
+
+
+def _viewing(target: Any, args: Any, kwargs: Any, run: Any) -> Any:
+    """`run()`, except that a view the float64 re-run cannot take is taken by reshape: the same values.
+    The module's own run could take it, for there an op laid its output out as its input (an attention
+    following its query's layout) and the captured graph has no copy before the view; float64 runs
+    another kernel, which lays it out contiguously."""
+    import torch
+
+    try:
+        return run()
+    except RuntimeError as exc:
+        is_view = target in ("view", torch.Tensor.view, torch.ops.aten.view.default)
+        if not is_view or "view size is not compatible" not in str(exc):
+            raise
+        shape = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:]
+        return args[0].reshape(*shape, **kwargs)
 
 
 def _resolve(a: Any, values: dict[Any, Any]) -> Any:
@@ -343,6 +360,12 @@ def _recorder() -> Any:
             if self.keep is None or n in self.keep:
                 self.values[n] = out
             return out
+
+        def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            return _viewing(target, args, kwargs, lambda: super(Recorder, self).call_function(target, args, kwargs))
+
+        def call_method(self, target: Any, args: Any, kwargs: Any) -> Any:
+            return _viewing(target, args, kwargs, lambda: super(Recorder, self).call_method(target, args, kwargs))
 
     return Recorder
 
