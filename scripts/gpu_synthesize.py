@@ -44,6 +44,17 @@ class LinearChain(nn.Module):
         return y + x if self.residual else y
 
 
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention as a ViT or an encoder calls it: self-attention, batch first."""
+
+    def __init__(self, embed: int, heads: int) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed, heads, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
 def modules() -> dict[str, tuple[Any, list[tuple[tuple[int, ...], torch.dtype]]]]:
     from mingpt_block import Block
 
@@ -51,6 +62,7 @@ def modules() -> dict[str, tuple[Any, list[tuple[tuple[int, ...], torch.dtype]]]
     x = [((8192, 4096), bf16)]
     return {
         "mingpt_block": (lambda: Block(), [((128, 512, 768), bf16)]),
+        "multihead_attention": (lambda: SelfAttention(1024, 16), [((8, 1024, 1024), bf16)]),
         "linear_bias": (lambda: LinearChain(4096, 4096, nn.Identity()), x),
         "linear_relu": (lambda: LinearChain(4096, 4096, nn.ReLU()), x),
         "linear_gelu": (lambda: LinearChain(4096, 4096, nn.GELU()), x),

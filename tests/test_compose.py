@@ -960,6 +960,36 @@ def test_a_slower_kernel_is_kept_out_unless_every_verified_kernel_is_asked_for(m
         assert all(d.call is not None for d in synthesis.dispatches().values())
 
 
+@pytest.mark.parametrize("faster_only", [True, False])
+def test_a_composed_module_slower_end_to_end_is_not_handed_back(monkeypatch, faster_only) -> None:
+    """Every kernel beat its original ops, but the composed module as a whole ran slower (an ATen-level
+    graph can): with faster_only the synthesis hands back the original module, and the report says why."""
+    import fact.compose.timing
+    from fact.compose.report import ItemReport, Report
+    from fact.compose.synthesize import Synthesis, _end_to_end
+
+    torch.manual_seed(0)
+    module = Mlp().eval()
+    x = torch.randn(4224, 64)
+    gm, plan = composed(module, [x])
+    # each item's kernel wins (1.0 against 2.0 ms); then the whole: original 1.0 ms, composed 3.0 ms
+    times = iter([[2.0, 1.0]] * len(plan.items) + [[1.0, 3.0]])
+    monkeypatch.setattr(fact.compose.timing, "time_interleaved_ms", lambda fns, **kw: ([fn() for fn in fns], next(times))[1])
+    report = Report(module="m", arch="sm90", precision="exact", device="cpu", versions={}, verified=True,
+                    items=[ItemReport(i.match.id, i.match.pattern, [], "composed", op="fact::k") for i in plan.items])
+    synthesis = Synthesis(gm, report, plan=plan, kernels={"k": None})
+    _end_to_end(module, gm, [x], report, True, synthesis, device="cpu", faster_only=faster_only)
+    assert report.end_to_end["original_ms"] == 1.0 and report.end_to_end["composed_ms"] == 3.0
+    if faster_only:
+        assert synthesis.module is module and not synthesis.kernels
+        assert all(it.status == "kept" and "slower end to end (3.000 ms against 1.000 ms)" in it.reason
+                   for it in report.items)
+        assert any("fact returns the original module" in n for n in report.notes)
+    else:
+        assert synthesis.module is gm and synthesis.kernels == {"k": None}
+        assert all(it.status == "composed" for it in report.items)
+
+
 def test_interleaved_timing_gives_two_equal_kernels_equal_times_under_drift() -> None:
     """A clock that slows with every call (a chip heating under load): timed one after the other, the
     second of two equal functions would read slower; interleaved in rotated order, they read equal."""

@@ -92,8 +92,9 @@ def synthesize(
         benchmark: time the whole module against the original (every composed kernel is timed against
             its original ops either way).
         faster_only: keep out a verified kernel that timed slower than its original ops on the
-            module's inputs (the report says so); False composes every verified kernel, which is what
-            a test of composition itself needs where a small shape makes the race a coin toss.
+            module's inputs (the report says so), and, with `benchmark`, hand back the original module
+            where the composed one ran slower end to end; False composes every verified kernel, which is
+            what a test of composition itself needs where a small shape makes the race a coin toss.
         seeds: random seeds of the verification (each at several shapes).
         on_stage: called with a short line as each stage starts (a progress display).
         registry: the PatternRegistry of verified and learned patterns (default: the user's). A
@@ -492,7 +493,7 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             report.notes.append(f"the traced graph disagreed with the module (error {err_t:.3g} against the "
                                 f"original's {err_e:.3g}): fact returns the original module, unchanged")
         return
-    from fact.compose.timing import time_interleaved_ms, time_ms
+    from fact.compose.timing import time_interleaved_ms
 
     seen: dict[str, tuple[Any, ...]] = {}
     hooks = [d.register_forward_pre_hook(lambda mod, args: seen.setdefault(mod.match_id, args))
@@ -522,10 +523,17 @@ def _end_to_end(module: Any, composed: Any, inputs: list[Any], report: Report, b
             del synthesis.kernels[op]
         if not benchmark:
             return
-        original_ms = time_ms(lambda: module(*x))
-        composed_ms = time_ms(lambda: composed(*x))
+        original_ms, composed_ms = time_interleaved_ms([lambda: module(*x), lambda: composed(*x)])
     report.end_to_end.update({"original_ms": original_ms, "composed_ms": composed_ms,
                               "speedup": original_ms / composed_ms if composed_ms else None})
+    if faster_only and composed_ms > original_ms:  # its kernels won, its graph lost (an ATen-level one, say)
+        synthesis.module = module
+        synthesis.kernels.clear()
+        reason = f"the composed module ran slower end to end ({composed_ms:.3f} ms against {original_ms:.3f} ms)"
+        for it in report.items:
+            if it.status == "composed":
+                it.status, it.reason = "kept", reason
+        report.notes.append(f"{reason}: fact returns the original module (faster_only=False keeps the composed one)")
 
 
 def slower_than_original(items: Sequence[ItemReport]) -> list[tuple[ItemReport, str]]:
