@@ -381,8 +381,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
                   f"{', '.join(unbuilt)}", soft_wrap=True)
         return 1
     if not result.report.items:
-        err.print("fact synthesize: no pattern matched, so nothing was synthesized; the module runs on its "
-                  "original ops", soft_wrap=True)
+        err.print("fact synthesize: nothing to synthesize (no match was kept; the lines 'kept in PyTorch' say "
+                  "why): the module runs on its original ops", soft_wrap=True)
         return 1
     return 0
 

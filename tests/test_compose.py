@@ -190,6 +190,14 @@ def test_multihead_attention_composes_with_its_own_head_merge_after_the_kernel(m
     assert all(d.kernel_calls == 1 for d in _dispatches(gm))
 
 
+def test_an_attention_output_is_copied_only_where_its_layout_differs() -> None:
+    from fact.compose.rewrite import same_layout
+
+    assert same_layout((1, 4, 64, 64), (16384, 64, 256, 1), (256, 64, 256, 1))  # B = 1: any batch stride
+    assert not same_layout((2, 4, 64, 64), (16384, 64, 256, 1), (16384, 4096, 64, 1))
+    assert same_layout((2, 4, 64, 64), (16384, 64, 256, 1), ())  # nothing recorded: the kernel's serves
+
+
 def test_registered_ops_pass_opcheck(mlp) -> None:
     plan = mlp[2]
     for item in plan.items:
@@ -398,6 +406,12 @@ def test_synthesize_compile_checks_its_kernels_without_a_gpu(tmp_path, monkeypat
     monkeypatch.setattr("fact.compile.toolchain.compile_check", nvcc_again)
     again = fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True).report
     assert [(i.status, i.verification) for i in again.items] == [("planned", {"category": "compiles", "reused": True})]
+    (tmp_path / "checks").rename(tmp_path / "moved")
+    (tmp_path / "checks").write_text("a file where the records go")  # a record that cannot be written costs nothing
+    monkeypatch.setattr("fact.compile.toolchain.compile_check", lambda *args, **kwargs: None)
+    assert fact.synthesize(module, torch.empty(64, 256, dtype=BF16), arch="sm80",
+                           compile_check=True).report.items[0].verification == {"category": "compiles"}
+    monkeypatch.setattr("fact.compile.toolchain.compile_check", nvcc_again)
     other = nn.Sequential(nn.Linear(256, 256), nn.GELU()).to(BF16).eval()  # another kernel is compiled
     with pytest.raises(AssertionError, match="compiled again"):
         fact.synthesize(other, torch.empty(64, 256, dtype=BF16), arch="sm80", compile_check=True)

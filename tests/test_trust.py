@@ -289,6 +289,26 @@ def test_multihead_attentions_own_head_merge_stays_in_pytorch_after_the_kernel()
         assert len(merged.nodes) > 1 and merged.output != merged.anchor, merged  # transpose + view ride along
 
 
+class ReshapeFirst(nn.Module):  # [4, 5, 6, 32] regrouped by reshapes: no head swap, whatever the numbers
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, q, q).reshape(4, 6, 5, -1).reshape(4, 6, 160)
+
+
+class PermuteByKeyword(nn.Module):
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        return torch.permute(F.scaled_dot_product_attention(q, q, q), dims=(0, 2, 1, 3)).reshape(2, 64, 128)
+
+
+@pytest.mark.parametrize(("module", "x", "merged"), [(ReshapeFirst(), torch.randn(4, 5, 6, 32), False),
+                                                     (PermuteByKeyword(), torch.randn(2, 4, 64, 32), True)])
+def test_only_a_head_swap_then_one_reshape_is_read_as_the_head_merge(module, x, merged) -> None:
+    """A merge that starts with a reshape keeps the attention's own output, composed, and the reshapes
+    after it in PyTorch; a permute given by keyword is read."""
+    plan = fact.discover(module.eval(), [x], arch="sm90")
+    [attention] = [it.match for it in plan.items if it.match.pattern == "attention"]
+    assert (len(attention.nodes) > 1) is merged, attention
+
+
 class UsualMerge(nn.Module):
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(2, 64, 128)

@@ -196,12 +196,19 @@ class PassedChecks:
         self.root = root or cache_home() / "checks"
 
     @staticmethod
-    def key(sources: dict[str, str], kernel_file: str, arch: Arch, toolchain: Toolchain) -> str:
+    def key(sources: dict[str, str], kernel_file: str, arch: Arch, toolchain: Toolchain,
+            includes: tuple[str, ...] = ()) -> str:
+        """What the object depends on: the sources, the command line (the CUTLASS folders in it, the
+        folders under it a kernel includes), nvcc's and the host compiler's full version text, nvcc's
+        environment settings and CUTLASS's version."""
         import hashlib
         import json
 
-        command = toolchain.command(Path(kernel_file), Path("kernel.o"), arch, object_only=True)
-        blob = json.dumps({"sources": sources, "command": command, "nvcc": toolchain.nvcc_version,
+        command = toolchain.command(Path(kernel_file), Path("kernel.o"), arch,
+                                    tuple(toolchain.cutlass_root / inc for inc in includes), object_only=True)
+        blob = json.dumps({"sources": sources, "command": command, "versions": _compiler_versions(str(toolchain.nvcc)),
+                           "env": {k: os.environ.get(k, "") for k in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS",
+                                                                      "NVCC_CCBIN", "CUDAHOSTCXX", "CXX")},
                            "cutlass": toolchain.cutlass_version}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -213,8 +220,25 @@ class PassedChecks:
         import json
         import time
 
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"kernel": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S")}, f)
-        os.replace(tmp, self.root / f"{key}.json")
+        tmp = None
+        try:  # a record is a saving, not a result: a cache that cannot be written costs a compile next time
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"kernel": name, "date": time.strftime("%Y-%m-%dT%H:%M:%S")}, f)
+            os.replace(tmp, self.root / f"{key}.json")
+        except OSError:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
+
+@functools.cache
+def _compiler_versions(nvcc: str) -> list[str]:
+    """`nvcc --version` and the host compiler's `--version`, in full (a patch release changes objects)."""
+    out = []
+    for cmd in ([nvcc, "--version"], [os.environ.get("NVCC_CCBIN") or os.environ.get("CXX") or "c++", "--version"]):
+        try:
+            out.append(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout)
+        except (OSError, subprocess.SubprocessError):
+            out.append("absent")
+    return out

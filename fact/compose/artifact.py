@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from fact.compile.cache import Library
     from fact.compose.synthesize import Synthesis
 
-FORMAT = 3  # 2: GEMM ops take the run-time knobs (raster, swizzle, splits) as arguments; 3: and reduction
+FORMAT = 4  # 2: GEMM ops take the run-time knobs (raster, swizzle, splits) as arguments; 3: and reduction; 4: an
+# attention call keeps the layout of its output (KernelCall.out_strides), which an older loader would not
 
 
 class ArtifactError(FactError):

@@ -10,6 +10,7 @@ ops, and the module counts how often that happened.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,12 +278,17 @@ def _launch(call: KernelCall, get: dict[str, Any]) -> Any:
         out = fn(get["q"], get["k"], get["v"], call.scale)
         if out.shape != call.out_shape:
             return out.transpose(1, 2).reshape(call.out_shape)
-        strides = getattr(call, "out_strides", ())  # absent from calls pickled before it existed
-        if not strides or out.stride() == strides:
+        if same_layout(out.shape, out.stride(), call.out_strides):
             return out
-        return torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device).copy_(out)
+        return torch.empty_strided(out.shape, call.out_strides, dtype=out.dtype, device=out.device).copy_(out)
     out = fn(*_gemm_operands(get), *call.knobs)
     return out if out.shape == call.out_shape else out.reshape(call.out_shape)
+
+
+def same_layout(shape: Sequence[int], strides: Sequence[int], wanted: Sequence[int]) -> bool:
+    """Whether a tensor of `shape` and `strides` is laid out as `wanted` asks (no `wanted`: any layout
+    serves); a dimension of extent 1 has no stride that matters."""
+    return not wanted or all(n == 1 or a == b for n, a, b in zip(shape, strides, wanted))
 
 
 _OPS: dict[str, Any] = {}  # op name -> its overload, looked up once (ops are registered once per process)

@@ -256,7 +256,7 @@ def _compile_check(real: dict[str, Any], report: Report) -> None:
     def one(item: ItemReport) -> tuple[ItemReport, str | None, bool]:
         rendered = real[item.match_id].render()
         arch = Arch.SM90 if rendered.spec.family in SM90_FAMILIES else Arch.SM80
-        key = PassedChecks.key(rendered.sources, rendered.kernel_file, arch, tc)
+        key = PassedChecks.key(rendered.sources, rendered.kernel_file, arch, tc, tuple(rendered.includes))
         if checks.passed(key):
             return item, None, True
         with tempfile.TemporaryDirectory(prefix="fact-check-") as folder:

@@ -178,16 +178,16 @@ def _is_head_merge(n: Any, chain: list[tuple[str, Any]]) -> bool:
         return False
     (first_kind, first), *middle, (last_kind, _) = chain
     b, h, s, d = spec.shape
-    return (_swaps_heads(first_kind, first) and all(kind == "contiguous" for kind, _ in middle)
+    return (first_kind in ("transpose", "permute") and _swaps_heads(first_kind, first)
+            and all(kind == "contiguous" for kind, _ in middle)
             and last_kind in ("view", "reshape") and tuple(last.shape) == (b, s, h * d))
 
 
 def _swaps_heads(kind: str, node: Any) -> bool:
     """Whether a transpose or permute of a rank-4 tensor exchanges dims 1 and 2 alone."""
     dims: list[int] = []
-    for a in node.args[1:]:
+    for a in (*node.args[1:], *(node.kwargs[k] for k in ("dim0", "dim1", "dims") if k in node.kwargs)):
         dims.extend(a if isinstance(a, (list, tuple)) else [a])
-    dims += [node.kwargs[k] for k in ("dim0", "dim1", "dims") if k in node.kwargs]
     if not all(isinstance(x, int) for x in dims):
         return False
     dims = [x % 4 for x in dims]

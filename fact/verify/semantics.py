@@ -197,8 +197,8 @@ def _viewing(target: Any, args: Any, kwargs: Any, run: Any) -> Any:
         is_view = target in ("view", torch.Tensor.view, torch.ops.aten.view.default)
         if not is_view or "view size is not compatible" not in str(exc):
             raise
-        shape = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:]
-        return args[0].reshape(*shape, **kwargs)
+        shape = kwargs.get("size", args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:])
+        return args[0].reshape(*shape)
 
 
 def _resolve(a: Any, values: dict[Any, Any]) -> Any:
