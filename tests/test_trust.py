@@ -283,6 +283,8 @@ def test_multihead_attentions_own_head_merge_stays_in_pytorch_after_the_kernel()
     [attention] = [it.match for it in plan.items if it.match.pattern == "attention"]
     assert attention.nodes == (attention.output,) and "scaled_dot_product_attention" in attention.output
     assert not any(r.op == "attention" for r in plan.rejections), plan.rejections
+    [in_proj] = [r for r in plan.rejections if r.op == "linear"]  # fed (S, B, E) transposed from (B, S, E)
+    assert "(64, 2, 256) (strides (256, 16384, 1)) is not one [M, K] matrix" in in_proj.reason
     for module, x in ((Block().eval(), torch.randn(2, 64, 768)), (UsualMerge(), torch.randn(2, 4, 64, 32))):
         plan = fact.discover(module, [x], arch="sm90")
         [merged] = [it.match for it in plan.items if it.match.pattern == "attention"]

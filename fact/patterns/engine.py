@@ -143,7 +143,9 @@ def read_gemm(op: Op, root: Any = None) -> GemmReading | str:
         m = x.numel // max(k, 1)
         a = _layout_2d(x, flatten=True)
         if a is None:
-            return "activation operand is not contiguous over its leading dimensions"
+            return (f"the activation operand {tuple(x.shape)} (strides {tuple(x.strides)}) is not one [M, K] matrix: its "
+                    "leading dimensions do not fold into one stride (a transposed batch, as MultiheadAttention's "
+                    "batch_first makes, would need a copy)")
         return GemmReading(ProblemShape(m, n, k), (a, layout_b), x.dtype, tuple(operands))
     if len(specs) < 2:
         return f"{kind} with fewer than two tensor operands"
