@@ -26,10 +26,11 @@ def main(out: str) -> None:
 
     sys.path.insert(0, str(ROOT / "examples"))
     sys.path.insert(0, str(ROOT))
+    from mingpt_block import Block
+
     import fact
     import fact.realize.choose as choose
     from fact.compose.timing import time_interleaved_ms
-    from mingpt_block import Block
 
     torch.manual_seed(0)
     block = Block().cuda().to(torch.bfloat16).eval()
@@ -54,9 +55,9 @@ def main(out: str) -> None:
     with torch.no_grad():
         for rep in range(4):
             ms = time_interleaved_ms(fns, rounds=8, reps=20)
-            res[f"e2e_ms_run{rep}"] = dict(zip(names, ms))
-            print("e2e ms", {n: round(v, 4) for n, v in zip(names, ms)}, flush=True)
-        for n, fn in zip(names, fns):
+            res[f"e2e_ms_run{rep}"] = dict(zip(names, ms, strict=True))
+            print("e2e ms", {n: round(v, 4) for n, v in zip(names, ms, strict=True)}, flush=True)
+        for n, fn in zip(names, fns, strict=True):
             for _ in range(20):
                 fn()
             torch.cuda.synchronize()

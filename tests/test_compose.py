@@ -497,7 +497,7 @@ def test_fused_relu_and_clamp_keep_nan_and_infinities_as_pytorch_does() -> None:
     with torch.no_grad():
         got, want = synthesis.module(fresh), module(fresh)
     assert all(d.kernel_calls >= 1 for d in synthesis.dispatches().values())
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert torch.equal(g[:3].isnan(), w[:3].isnan()) and g[:3].isnan().any()
         assert torch.equal(g[:3].isinf(), w[:3].isinf()) and g[:3].isinf().any()
         finite = w.isfinite()

@@ -288,7 +288,9 @@ def _launch(call: KernelCall, get: dict[str, Any]) -> Any:
 def same_layout(shape: Sequence[int], strides: Sequence[int], wanted: Sequence[int]) -> bool:
     """Whether a tensor of `shape` and `strides` is laid out as `wanted` asks (no `wanted`: any layout
     serves); a dimension of extent 1 has no stride that matters."""
-    return not wanted or all(n == 1 or a == b for n, a, b in zip(shape, strides, wanted))
+    if not wanted:
+        return True
+    return len(wanted) == len(shape) and all(n == 1 or a == b for n, a, b in zip(shape, strides, wanted, strict=True))
 
 
 _OPS: dict[str, Any] = {}  # op name -> its overload, looked up once (ops are registered once per process)

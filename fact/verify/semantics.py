@@ -176,9 +176,9 @@ def evaluate_subgraph(gm: Any, match: Match, env: dict[Any, Any]) -> Any:
         if n.op == "call_module":
             values[n] = gm.get_submodule(n.target)(*args, **kwargs)
         elif n.op == "call_method":
-            values[n] = _viewing(n.target, args, kwargs, lambda: getattr(args[0], n.target)(*args[1:], **kwargs))
+            values[n] = _viewing(n.target, args, kwargs, functools.partial(getattr(args[0], n.target), *args[1:], **kwargs))
         elif n.op == "call_function":
-            values[n] = _viewing(n.target, args, kwargs, lambda: n.target(*args, **kwargs))
+            values[n] = _viewing(n.target, args, kwargs, functools.partial(n.target, *args, **kwargs))
         else:
             raise _Unreadable(f"node {n.name} ({n.op}) cannot be part of a kernel")
     return values[_node(gm, match.output)]
