@@ -27,6 +27,8 @@ from fact.realize import SpecError, spec_for
 from fact.realize.choose import steps_of
 from fact.verify.check import apply_steps
 
+from .models.transformer import SelfAttention
+
 
 class Mlp(nn.Module):
     def __init__(self) -> None:
@@ -159,15 +161,6 @@ def test_attention_composes_with_its_head_layout() -> None:
     assert [i.match.pattern for i in plan.items] == ["attention"]
     torch.testing.assert_close(gm(*inputs), module(*inputs), rtol=1e-5, atol=1e-5)
     assert _dispatches(gm)[0].kernel_calls == 1
-
-
-class SelfAttention(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mha(x, x, x, need_weights=False)[0]
 
 
 class SeqFirstMerge(nn.Module):  # heads of a [S, B, H, D] tensor; SDPA lays its output out as its query

@@ -18,7 +18,7 @@ from fact.patterns import match_graph
 from fact.verify import semantics
 from fact.verify.semantics import check_matches
 
-from .models.transformer import Block
+from .models.transformer import Block, SelfAttention
 
 
 class LinearThen(nn.Module):
@@ -253,27 +253,10 @@ def test_fact_discover_works_every_time_and_the_stages_are_reachable() -> None:
 
 
 def test_multihead_attention_is_not_hidden_by_module_level_capture() -> None:
-    class Wrapped(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.mha(x, x, x, need_weights=False)[0]
-
-    captured = capture(Wrapped(), [torch.empty(2, 64, 256)])
+    captured = capture(SelfAttention(), [torch.empty(2, 64, 256)])
     assert captured.level == "aten" and any("MultiheadAttention" in n for n in captured.trace_notes)
-    module_level = match_graph(capture(Wrapped(), [torch.empty(2, 64, 256)], level="module"))
+    module_level = match_graph(capture(SelfAttention(), [torch.empty(2, 64, 256)], level="module"))
     assert any("opaque at module level" in r.reason for r in module_level.rejections)
-
-
-class SelfAttention(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.mha = nn.MultiheadAttention(256, 4, batch_first=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mha(x, x, x, need_weights=False)[0]
 
 
 def test_multihead_attentions_own_head_merge_stays_in_pytorch_after_the_kernel() -> None:

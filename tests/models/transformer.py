@@ -65,3 +65,14 @@ class SDPAAttention(nn.Module):
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention as an encoder calls it: self-attention, batch first (ATen-level capture)."""
+
+    def __init__(self, embed: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(embed, heads, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
