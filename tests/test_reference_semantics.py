@@ -40,3 +40,19 @@ def test_spec_chain_equals_module(case) -> None:
     if case.name == "epilogue_capacity":
         want = torch.logit(want.clamp(1e-12, 1 - 1e-12))  # the sigmoid stays outside the kernel
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_every_epilogue_step_has_a_reference_and_an_unknown_one_is_refused() -> None:
+    """A step the reference skipped would read as the identity and pass any kernel."""
+    from fact.realize.spec import STEP_KINDS, Step
+
+    x = torch.linspace(-3, 3, 16, dtype=torch.float64).reshape(4, 4)
+    row = torch.ones(4, dtype=torch.float64)
+    for kind in STEP_KINDS:
+        step = Step(kind, a=0.5 if kind in ("scale", "leaky_relu", "clamp") else None, b=1.0 if kind == "clamp" else None)
+        out = apply_steps(x, (step,), row, x)
+        assert not torch.equal(out, x), kind  # every step changes something on this range
+    unknown = Step("relu")
+    object.__setattr__(unknown, "kind", "swish")  # past Step's own check, as a stale spec could be
+    with pytest.raises(ValueError, match="no float64 reference for the epilogue step 'swish'"):
+        apply_steps(x, (unknown,), None, None)
