@@ -174,7 +174,8 @@ def test_gpu_composes_the_learned_kernel(promoted) -> None:
         pytest.skip("needs a CUDA GPU")
     module = _module(torch.nn.ELU(), seed=4).cuda()
     x = torch.randn(128, 256, dtype=BF16, device="cuda")
-    synthesis = fact.synthesize(module, [x], arch="sm90", kb=promoted["kb"], registry=promoted["registry"])
+    synthesis = fact.synthesize(module, [x], arch="sm90", kb=promoted["kb"], registry=promoted["registry"],
+                                benchmark=False, faster_only=False)  # tiny: the race is a coin toss
     [item] = synthesis.report.items
     assert item.origin == "llm" and item.status == "composed", item.reason
     with torch.no_grad():
