@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from fact.core.enums import Arch
 from fact.core.errors import BuildError, ToolchainError
+from fact.core.paths import cache_home
 
 BASE_FLAGS = ("-std=c++17", "-O3", "--expt-relaxed-constexpr")
 
@@ -191,8 +195,6 @@ class PassedChecks:
     passes the next time."""
 
     def __init__(self, root: Path | None = None) -> None:
-        from fact.core.paths import cache_home
-
         self.root = root or cache_home() / "checks"
 
     @staticmethod
@@ -201,9 +203,6 @@ class PassedChecks:
         """What the object depends on: the sources, the command line (the CUTLASS folders in it, the
         folders under it a kernel includes), nvcc's and the host compiler's full version text, nvcc's
         environment settings and CUTLASS's version."""
-        import hashlib
-        import json
-
         command = toolchain.command(Path(kernel_file), Path("kernel.o"), arch,
                                     tuple(toolchain.cutlass_root / inc for inc in includes), object_only=True)
         blob = json.dumps({"sources": sources, "command": command, "versions": _compiler_versions(str(toolchain.nvcc)),
@@ -217,9 +216,6 @@ class PassedChecks:
 
     def record(self, key: str, name: str) -> None:
         """Record a pass, atomically (a reader never sees half a record)."""
-        import json
-        import time
-
         tmp = None
         try:  # a record is a saving, not a result: a cache that cannot be written costs a compile next time
             self.root.mkdir(parents=True, exist_ok=True)

@@ -64,8 +64,8 @@ class KernelCall:
     others: tuple[tuple[int, tuple[str, Any]], ...] = ()
     # (module, attribute, value) of each setting of a called module the reading depends on (a slope)
     settings: tuple[tuple[str, str, Any], ...] = ()
-    # attention ending at its own [B, H, S, D]: the strides the module's run gave it, which the ops after it
-    # may need (a view that only that layout allows); () where the kernel's layout serves
+    # attention: the strides the module's run gave its output, which the ops after it may need (a view that
+    # only that layout allows) where the match ends at the attention's own [B, H, S, D]; () for a GEMM
     out_strides: tuple[int, ...] = ()
 
     def operand(self, role: str) -> Operand | None:
