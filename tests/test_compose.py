@@ -513,6 +513,15 @@ def test_multihead_attention_runs_its_attention_on_the_kernel_and_its_head_merge
         want = module.double()(fresh.double())
     assert float((got.double() - want).norm() / want.norm()) < 2e-2
     assert synthesis.dispatches()[items["attention"].match_id].kernel_calls >= 1
+    module.to(BF16)
+    from fact.compose.synthesize import SPECIALIZED_NOTE
+
+    composed = synthesis.module  # its graph holds the example's sizes: another batch runs the module itself
+    assert isinstance(composed, fact.compose.Specialized) and SPECIALIZED_NOTE in synthesis.report.notes
+    other = torch.randn(3, 128, 256, device="cuda", dtype=BF16)
+    with torch.no_grad():
+        assert torch.equal(composed(other), module(other))
+    assert composed.original_calls == 1
 
 
 _LOAD_ON_GPU = """

@@ -7,7 +7,8 @@
 Layout of an artifact folder:
 
     manifest.json      versions, arch, device, each kernel's library, checksum and verification record
-    module.pt          the composed module (torch.save; kernels are reached by op name)
+    module.pt          the composed module (torch.save; kernels are reached by op name); one captured at
+                       ATen level holds its original module too, for calls of other shapes
     graph.py           the composed module's code, for reading
     libs/<name>.so     the built extensions: each defines its op in C++ when loaded
     exported.pt2       the torch.export program, when inputs were given to save()
@@ -81,7 +82,15 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
     """
     import torch
 
-    if not isinstance(synthesis.module, torch.fx.GraphModule):
+    from fact.compose.specialized import Specialized, foreign_classes
+
+    if isinstance(synthesis.module, Specialized) and foreign_classes(synthesis.module.original):
+        raise ArtifactError(
+            "the composed graph is fixed to the example shapes and falls back on the original module for other "
+            f"calls, which another process could not import: {', '.join(foreign_classes(synthesis.module.original))}. "
+            "Define the module's classes in an importable module (not __main__, a function or a file loaded by "
+            "path) and synthesize again")
+    if not isinstance(synthesis.module, (torch.fx.GraphModule, Specialized)):
         raise ArtifactError("nothing was composed: this synthesis holds the original module (no GPU here, or the "
                             "traced graph disagreed with it; its report says which), and an artifact holds a "
                             "composed graph. Save the original module with torch.save")
@@ -187,11 +196,14 @@ def load(folder: Path | str, *, fallback: bool = False) -> Loaded:
                             "to run the original ops)")
     module = _unpickle(module_file)
     from fact.compose.rewrite import Dispatch
+    from fact.compose.specialized import Specialized
 
     for d in (m for m in module.modules() if isinstance(m, Dispatch)):
         d.kernel_calls = d.fallbacks = 0  # counted in this process
         if d.call is not None and d.call.op in refused:
             d.call = None  # the original ops, for every call
+    if isinstance(module, Specialized):
+        module.graph_calls = module.original_calls = 0
     report = _report(folder, manifest, refused)
     exported = None
     if "exported" in manifest["files"] and not refused:

@@ -34,6 +34,10 @@ TRAINING_NOTE = ("the module is in training mode: its kernels run only in eval m
                  "and dropout inside a match would differ), so every call of the composed module runs the "
                  "original ops and its end-to-end time is the original's; call module.eval() before synthesize")
 
+SPECIALIZED_NOTE = ("the module was captured at ATen level (torch.export), whose graph is fixed to the example "
+                    "inputs' shapes: calls of those shapes run the composed graph, any other call (or a call in "
+                    "training mode) runs the original module")
+
 
 @dataclass
 class Synthesis:
@@ -362,6 +366,12 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
     stage("check: the composed module against the original, end to end")
     _end_to_end(module, gm, inputs, report, benchmark, synthesis, captured.buffer_positions,
                 faster_only=faster_only)
+    if synthesis.module is gm:
+        from fact.compose.specialized import Specialized, specialized
+
+        synthesis.module = specialized(module, gm, captured, inputs)
+        if isinstance(synthesis.module, Specialized):
+            report.notes.append(SPECIALIZED_NOTE)
     return synthesis
 
 

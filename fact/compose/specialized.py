@@ -1,0 +1,168 @@
+"""A composed graph captured at ATen level, kept beside the module it came from.
+
+torch.export fixes its graph to the example call: its sizes are constants (views, expands), its mode is
+eval, and a call of another shape fails export's guard. A module that fact exported itself (one
+torch.fx.symbolic_trace refuses, or an nn.MultiheadAttention whose GEMMs only show at ATen level) is
+handed back as `Specialized`: calls of the example's signature run the composed graph, every other call
+runs the original module, so no call the original serves is lost.
+
+    synthesis = fact.synthesize(model, [x])   # model captured at ATen level
+    synthesis.module(x)                      # the composed graph, its kernels
+    synthesis.module(x[:1])                  # another batch: the original module
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+def signature(args: Sequence[Any]) -> tuple[Any, ...]:
+    """What an exported graph is fixed to in a call's arguments: each tensor's shape and dtype, each plain
+    value itself, any other object by identity (export takes a non-tensor argument as a constant)."""
+    def one(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            return "tensor", tuple(x.shape), x.dtype
+        if isinstance(x, (list, tuple)):
+            return type(x).__name__, tuple(one(v) for v in x)
+        if isinstance(x, dict):
+            return "dict", tuple((k, one(v)) for k, v in x.items())
+        return ("value", x) if isinstance(x, _PLAIN) else ("object", id(x))
+    return tuple(one(x) for x in args)
+
+
+class Specialized(nn.Module):
+    """A composed graph fixed to the example call (`graph`) beside the module it was exported from
+    (`original`): a call of the example's signature (`signature`), in eval mode and without keyword
+    arguments, runs the graph; any other call runs the original module.
+
+    The two share their parameters (torch.export keeps the module's own tensors), and the state dict is
+    the original module's: a checkpoint of it loads as it is, into both. train() and eval() set the
+    original's mode; the graph computes in eval mode only (export took dropout out), so a training call
+    runs the original. `graph_calls` and `original_calls` count the calls each took."""
+
+    def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
+        super().__init__()
+        self.graph = _unguarded(graph)
+        self.original = original
+        self.signature = signature(example_inputs)
+        self.training = original.training
+        self.graph_calls = 0
+        self.original_calls = 0
+        self._loading_prefix = ""
+        self.register_state_dict_post_hook(_as_original)
+        self.register_load_state_dict_pre_hook(_into_both)
+        self.register_load_state_dict_post_hook(_named_as_original)
+
+    @property
+    def code(self) -> str:
+        """The composed graph's code (what runs at the example's signature)."""
+        return self.graph.code
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.training and not kwargs and signature(args) == self.signature:
+            self.graph_calls += 1
+            return self.graph(*args)
+        self.original_calls += 1
+        return self.original(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> Specialized:
+        self.training = mode
+        self.original.train(mode)  # the graph's mode is fixed: export's module refuses train() and eval()
+        return self
+
+
+def _unguarded(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`graph` as a plain GraphModule (its submodules and tensors the same objects): without export's guard
+    call, whose place `Specialized` takes, and without export's hooks and tracer, which cannot be pickled
+    (a saved synthesis is a pickle)."""
+    plain = copy.deepcopy(graph.graph)
+    for node in [n for n in plain.nodes if n.op == "call_module" and n.target == "_guards_fn"]:
+        plain.erase_node(node)
+    plain._tracer_cls = None  # a pickled GraphModule is traced again on load, by a tracer of its own
+    out = torch.fx.GraphModule(graph, plain, "ComposedGraph")
+    out.training = False
+    return out
+
+
+def specialized(module: Any, composed: Any, captured: Any, example_inputs: Sequence[Any]) -> Any:
+    """What synthesis hands back for `composed`: a `Specialized` where fact exported `module` itself (its
+    graph is fixed to the example call), else `composed` as it is (a module-level graph serves any shape
+    its kernels' guards allow; a graph the caller gave, exported or not, answers its own calls)."""
+    from fact.capture import mode_is_fixed
+
+    if captured.level != "aten" or not isinstance(module, nn.Module) or isinstance(module, torch.fx.GraphModule) \
+            or mode_is_fixed(module):
+        return composed
+    return Specialized(composed, module, example_inputs)
+
+
+def foreign_classes(module: nn.Module) -> list[str]:
+    """The classes among `module`'s submodules that another process could not import by name (defined in
+    __main__, in a function, or in a file loaded by path): a pickle of the module would not load there."""
+    out = []
+    for cls in sorted({type(m) for m in module.modules()}, key=lambda c: f"{c.__module__}.{c.__qualname__}"):
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__ or _unfindable(cls.__module__):
+            out.append(name)
+    return out
+
+
+def _unfindable(module_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_name) is None
+    except (ImportError, ValueError):  # a module made from a file by path has no finder, or no spec
+        return True
+
+
+def _as_original(module: Specialized, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
+    """The state dict is the original module's, under its own names: the graph's entries (the same tensors)
+    go, and `original.` comes off the rest."""
+    for key in [k for k in state_dict if k.startswith(prefix + "graph.")]:
+        del state_dict[key]
+    for key in [k for k in state_dict if k.startswith(prefix + "original.")]:
+        state_dict[prefix + key[len(prefix + "original."):]] = state_dict.pop(key)
+    meta = getattr(state_dict, "_metadata", None)  # versions by module name: the original's under its own
+    if meta is not None:
+        for key in [k for k in meta if _under(k, prefix, "graph")]:
+            del meta[key]
+        for key in [k for k in meta if _under(k, prefix, "original")]:
+            rest = key[len(prefix + "original."):]
+            meta[prefix + rest if rest else prefix[:-1]] = meta.pop(key)
+
+
+def _under(key: str, prefix: str, child: str) -> bool:
+    return key == prefix + child or key.startswith(f"{prefix}{child}.")
+
+
+def _into_both(module: Specialized, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Loading: each of the original's entries goes to the original and to the graph (which holds the same
+    tensors until a load assigns new ones); the graph's entries the checkpoint lacks keep their values."""
+    module._loading_prefix = prefix
+    graph_keys = module.graph.state_dict(keep_vars=True)
+    for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith((prefix + "graph.",
+                                                                                      prefix + "original."))]:
+        name = key[len(prefix):]
+        value = state_dict.pop(key)
+        state_dict[f"{prefix}original.{name}"] = value
+        if name in graph_keys:
+            state_dict[f"{prefix}graph.{name}"] = value
+    for name, t in graph_keys.items():
+        state_dict.setdefault(f"{prefix}graph.{name}", t)
+
+
+def _named_as_original(module: Specialized, incompatible: Any) -> None:
+    """A missing entry is named as the original's checkpoint names it."""
+    inside = module._loading_prefix + "original."
+    incompatible.missing_keys[:] = [module._loading_prefix + k[len(inside):] if k.startswith(inside) else k
+                                    for k in incompatible.missing_keys]
+
+
+__all__ = ["Specialized", "foreign_classes", "signature", "specialized"]
