@@ -38,7 +38,7 @@ GOLDEN_SPECS = {
                                 (Step("bias"), Step("gelu_tanh"), Step("residual")), Mode.GEMM,
                                 Sm90SplitTiles(promotion=64)),
     "fmha_sm80": FmhaSpec(Arch.SM80, DType.BF16, 128, True),
-    "fmha_sm90": FmhaSpec(Arch.SM90, DType.F16, 128, True),
+    "fmha_sm90": FmhaSpec(Arch.SM90, DType.F16, 128, True, 128, 128),
 }
 
 
@@ -71,7 +71,9 @@ def test_names_and_keys() -> None:
               Sm80Tiles(split_k=4)), "no epilogue chain"),
     (GemmSpec(Arch.SM80, DType.F64, Precision.EXACT, Layout.ROW, Layout.COL), "not supported"),
     (FmhaSpec(Arch.SM90, DType.F32, 128, True), "fp32 uses the sm80"),
-    (FmhaSpec(Arch.SM90, DType.F16, 96, True), "use the sm80 kernel"),
+    (FmhaSpec(Arch.SM90, DType.F16, 96, True, 128, 128), "use the sm80 kernel"),
+    (FmhaSpec(Arch.SM90, DType.F16, 64, True, 64, 64), "128 queries x 64 or 128 keys"),
+    (FmhaSpec(Arch.SM80, DType.F16, 64, True, schedule=Schedule.PINGPONG), "no kernel schedule"),
     (FmhaSpec(Arch.SM80, DType.BF16, 256, True), "kMaxK"),
 ])
 def test_unsupported_combinations_are_refused(spec, reason) -> None:
@@ -95,6 +97,22 @@ def test_specs_for_the_block() -> None:
     attn = spec_for(by["softmax"], "sm90")
     assert isinstance(attn, FmhaSpec) and attn.family == "fmha_sm80"  # head dim 96: example 41's kernel
     assert attn.head_dim == 128 and attn.causal
+
+
+@pytest.mark.parametrize(("head_dim", "seq", "causal", "name"), [
+    (64, 1024, False, "sm90_fmha_bf16_d64_q128k128_pingpong_full"),
+    (128, 4096, True, "sm90_fmha_bf16_d128_q128k128_pingpong_causal"),
+    (64, 512, True, "sm90_fmha_bf16_d64_q128k128_causal"),  # a causal mask over few tokens: cooperative
+    (96, 512, True, "sm80_fmha_bf16_d128_q32k128_causal"),  # no sm90 tile for head dim 96
+])
+def test_sm90_attention_takes_the_measured_tile_and_schedule(head_dim: int, seq: int, causal: bool, name: str) -> None:
+    class Heads(torch.nn.Module):
+        def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    qkv = [torch.empty(2, 4, seq, head_dim, dtype=torch.bfloat16) for _ in range(3)]
+    [match] = match_graph(capture(Heads(), qkv)).matches
+    assert spec_for(match, "sm90").name == name
 
 
 @pytest.mark.parametrize(("k", "tiles"), [

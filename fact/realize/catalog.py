@@ -90,8 +90,8 @@ def attention() -> list[FmhaSpec]:
         FmhaSpec(Arch.SM80, BF16, 128, True, 32, 128),
         FmhaSpec(Arch.SM80, F32, 128, True, 32, 128),
         FmhaSpec(Arch.SM80, F16, 64, False),
-        FmhaSpec(Arch.SM90, F16, 128, True),
-        FmhaSpec(Arch.SM90, BF16, 64, True),
+        FmhaSpec(Arch.SM90, F16, 128, True, 128, 128, Schedule.PINGPONG),
+        FmhaSpec(Arch.SM90, BF16, 64, True, 128, 128),  # the pick for a causal mask over few tokens
     ]
 
 

@@ -431,8 +431,9 @@ class FmhaSpec:
     dtype: DType
     head_dim: int  # the kernel's bound on the head dim (kMaxK for sm80, the tile for sm90)
     causal: bool
-    queries_per_block: int = 64
+    queries_per_block: int = 64  # the tile: sm80's kQueriesPerBlock x kKeysPerBlock, sm90's BlockQ x BlockKV
     keys_per_block: int = 64
+    schedule: Schedule = Schedule.COOPERATIVE  # sm90 only: ping-pong is example 88's persistent kernel
 
     @property
     def family(self) -> str:
@@ -441,8 +442,9 @@ class FmhaSpec:
     @property
     def name(self) -> str:
         mask = "causal" if self.causal else "full"
+        schedule = "_pingpong" if self.schedule is Schedule.PINGPONG else ""
         return (f"{self.arch.value}_fmha_{self.dtype.value}_d{self.head_dim}_"
-                f"q{self.queries_per_block}k{self.keys_per_block}_{mask}")
+                f"q{self.queries_per_block}k{self.keys_per_block}{schedule}_{mask}")
 
     @property
     def key(self) -> str:
@@ -461,11 +463,18 @@ class FmhaSpec:
                 raise SpecError(f"sm80 attention bound kMaxK must be 32, 64 or 128, not {self.head_dim}")
             if self.queries_per_block % 32 or self.keys_per_block % 32:
                 raise SpecError("queries and keys per block must be multiples of 32")
+            if self.schedule is not Schedule.COOPERATIVE:
+                raise SpecError("sm80 attention (example 41) has no kernel schedule to choose")
         else:
             if self.dtype not in (DType.BF16, DType.F16):
                 raise SpecError("sm90 attention (example 88) takes bf16 or f16; fp32 uses the sm80 kernel")
             if self.head_dim not in (64, 128):
                 raise SpecError(f"sm90 attention head dim {self.head_dim} has no tile; use the sm80 kernel")
+            if self.queries_per_block != 128 or self.keys_per_block not in (64, 128):
+                raise SpecError(f"sm90 attention tiles are 128 queries x 64 or 128 keys (two consumer warpgroups), "
+                                f"not {self.queries_per_block} x {self.keys_per_block}")
+            if self.schedule not in (Schedule.COOPERATIVE, Schedule.PINGPONG):
+                raise SpecError(f"sm90 attention runs cooperative or ping-pong, not {self.schedule.value}")
         return self
 
 
@@ -494,6 +503,8 @@ def spec_key(spec: KernelSpec) -> str:
     the keys of those kernels (build cache, verification records, tuning rows) stay what they were.
     """
     data = _canon(asdict(spec))
+    if isinstance(spec, FmhaSpec) and spec.schedule is Schedule.COOPERATIVE:
+        del data["schedule"]  # added after the first attention kernels
     tiles = data.get("tiles")
     if isinstance(tiles, dict):
         for added, default in _ADDED_TILE_FIELDS.items():
