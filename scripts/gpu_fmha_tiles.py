@@ -26,7 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_realize import SEEDS, build_all, cases_for, env_info  # scripts/, this script's folder, is on the path
+from gpu_realize import (  # scripts/, this script's folder, is on the path
+    SEEDS,
+    build_all,
+    cases_for,
+    env_info,
+)
 
 from fact.compile.cache import BuildCache
 from fact.core.enums import Arch, DType

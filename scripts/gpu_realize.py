@@ -52,9 +52,11 @@ def cases_for(spec: KernelSpec) -> list[Any]:
     assert isinstance(spec, FmhaSpec)
     if spec.family == "fmha_sm90":
         d = spec.head_dim
-        return [AttnCase(2, 4, 256, d), AttnCase(1, 3, 384, d), AttnCase(4, 2, 128, d), AttnCase(8, 16, 512, d)]
+        return [AttnCase(2, 4, 256, d), AttnCase(1, 3, 384, d), AttnCase(4, 2, 128, d), AttnCase(8, 16, 512, d),
+                AttnCase(1, 3, 384, d, special=True)]
     dims = [96, spec.head_dim] if spec.head_dim == 128 else [spec.head_dim, spec.head_dim // 2 + 8]
-    cases = [AttnCase(2, 4, 200, dims[0]), AttnCase(1, 3, 77, dims[1]), AttnCase(3, 2, 333, dims[0])]
+    cases = [AttnCase(2, 4, 200, dims[0]), AttnCase(1, 3, 77, dims[1]), AttnCase(3, 2, 333, dims[0]),
+             AttnCase(3, 2, 333, dims[0], special=True)]
     if spec.head_dim == 128:
         cases.append(AttnCase(128, 8, 512, 96))  # minGPT: B128 T512 C768, 8 heads
     return cases

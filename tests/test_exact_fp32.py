@@ -61,6 +61,7 @@ from tests.gpu_builds import (
     RAW_BIG_INF_SHAPE,
     exact_match,
     exact_pick,
+    exact_specs,
     persistent_lift_spec,
 )
 
@@ -939,6 +940,21 @@ def test_kernel_error_is_no_worse_than_sgemm(inputs: str, gpu_build_cache: Any) 
         # there fact read 1.4780e-7 against SGEMM's 1.4751e-7 on the H100; 1 % covers that tie, not a loss
         tie = 1.01 if inputs == "wide" and k == 1028 else 1.0
         assert fact_err <= sgemm_err * tie, (m, n, k, fact_err, sgemm_err)
+
+
+@_on_sm90_gpu
+@pytest.mark.parametrize("spec", exact_specs(), ids=lambda s: s.name)
+def test_every_exact_pick_passes_the_verification_protocol(spec: GemmSpec, gpu_build_cache: Any) -> None:
+    """On the GPU: each exact-fp32 kernel the GPU tests build, through the protocol composition runs
+    (fact.verify: its default cases, a NaN and infinities among the inputs included, five seeds, in a
+    worker)."""
+    from fact.realize import build_request
+    from fact.verify import Job, run_job
+
+    library = gpu_build_cache.ensure(build_request(render(spec)))
+    outcome = run_job(Job(str(library.path), library.module_name, spec, tuple(default_gemm_cases(spec)),
+                          (0, 1, 2, 3, 4)), timeout=600)
+    assert outcome.ok, outcome.detail
 
 
 def _like_sgemm(out: torch.Tensor, sgemm: torch.Tensor, ref: torch.Tensor, *context: Any) -> None:

@@ -30,7 +30,7 @@ def test_family_verifies(spec, gpu_build_cache) -> None:
         cases = default_gemm_cases(spec, GemmCase(512, 384, 256, 2))
     else:
         d = spec.head_dim if spec.arch is Arch.SM90 else min(96, spec.head_dim)
-        cases = [AttnCase(2, 2, 256, d), AttnCase(1, 3, 128, d), AttnCase(2, 1, 384, d)]
+        cases = [AttnCase(2, 2, 256, d), AttnCase(1, 3, 128, d), AttnCase(2, 1, 384, d), AttnCase(2, 1, 384, d, special=True)]
     outcome = run_job(_job(render(spec), gpu_build_cache, cases), timeout=600)
     assert outcome.ok, outcome.detail
 

@@ -351,8 +351,10 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
                 continue
             v = outcome.report
             rep.verification = {"category": "ok", "cases": len({r.case for r in v.results}), "seeds": len(seeds),
-                                "worst": v.worst, "tolerance": v.tolerance, "knobs": list(schedule)}
+                                "worst": v.worst, "tolerance": v.tolerance, "knobs": list(schedule),
+                                **({"notes": v.notes} if v.notes else {})}
             cache.note(library.key, name, rep.verification)
+        report.notes.extend(f"{item.match.id}: {note}" for note in rep.verification.get("notes", ()))
         try:
             call = install(gm, item.match, spec, wrap(spec, load_library(library.path, library.module_name), schedule),
                            f"fact_{index}", knobs=schedule, buffers=captured.buffers)
@@ -424,7 +426,7 @@ def _cases(spec: Any, match: Any) -> list[Any]:
         return default_gemm_cases(spec, GemmCase(p.m, p.n, p.k, p.batch))
     a = match.attention
     d = a.head_dim
-    small = [AttnCase(2, 3, 128, d), AttnCase(1, 2, 256, d)]
+    small = [AttnCase(2, 3, 128, d), AttnCase(1, 2, 256, d), AttnCase(1, 2, 256, d, special=True)]
     if spec.family != "fmha_sm90":
         small.append(AttnCase(2, 2, 77, d))  # example 41 takes any sequence length
     return [*small, AttnCase(a.batch, a.heads, a.seq_q, d)]

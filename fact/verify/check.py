@@ -1,9 +1,14 @@
-"""Numerical verification of a built kernel against a float64 reference (runs on the GPU).
+"""Numerical verification of a built kernel against a float64 reference (runs on the GPU; `device`
+lets the tests run the protocol on the CPU with a reference kernel).
 
 Per case and seed: fresh random inputs (never zeros), an output poisoned with NaN between
 guard regions, candidate -> reference -> candidate (a fresh output each time, so a kernel that
 does nothing cannot inherit an earlier answer), inputs checked unmodified, guards checked intact,
 and the reference itself checked to vary (a near-constant reference cannot tell kernels apart).
+
+A `special` case plants a NaN and infinities among the inputs (a few entries, placed by the seed):
+the kernel's output must be NaN exactly where the reference's is, the same infinity where it is
+infinite, and within tolerance on the finite rest, which is what the module's own ops would give.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ class GemmCase:
     k: int
     batch: int = 1
     shared_b: bool = False  # one B for every batch (batch stride 0), as a weight expanded to the batch
+    special: bool = False  # a NaN in A, +inf in A and -inf in B
 
     @property
     def label(self) -> str:
-        return f"{self.batch}x{self.m}x{self.n}x{self.k}" + ("_shared_b" if self.shared_b else "")
+        return (f"{self.batch}x{self.m}x{self.n}x{self.k}" + ("_shared_b" if self.shared_b else "")
+                + ("_special" if self.special else ""))
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,11 @@ class AttnCase:
     heads: int
     seq: int
     head_dim: int
+    special: bool = False  # a NaN in q (its query row) and +inf in v (its column, for the queries that see it)
+
+    @property
+    def label(self) -> str:
+        return f"B{self.batch}H{self.heads}S{self.seq}D{self.head_dim}" + ("_special" if self.special else "")
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,7 @@ class CaseResult:
     rel_err: float
     max_abs_err: float
     problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the kernel does unlike PyTorch's ops without failing the case
 
 
 @dataclass
@@ -64,6 +77,10 @@ class VerifyReport:
     def worst(self) -> float:
         return max((r.rel_err for r in self.results), default=float("inf"))
 
+    @property
+    def notes(self) -> list[str]:
+        return sorted({note for r in self.results for note in r.notes})
+
 
 def _torch_dtype(dtype: DType) -> Any:
     import torch
@@ -74,7 +91,7 @@ def _torch_dtype(dtype: DType) -> Any:
 def _uniform(shape: tuple[int, ...], dtype: Any, gen: Any, lo: float = -1.0, hi: float = 1.0) -> Any:
     import torch
 
-    return (torch.rand(shape, generator=gen, device="cuda", dtype=torch.float32) * (hi - lo) + lo).to(dtype)
+    return (torch.rand(shape, generator=gen, device=gen.device, dtype=torch.float32) * (hi - lo) + lo).to(dtype)
 
 
 def _operand(rows: int, cols: int, batch: int, layout: Layout, dtype: Any, gen: Any) -> Any:
@@ -86,16 +103,34 @@ def _operand(rows: int, cols: int, batch: int, layout: Layout, dtype: Any, gen: 
     return t if batch > 1 else t[0]
 
 
-def _guarded(shape: tuple[int, ...], dtype: Any) -> tuple[Any, Any]:
+def _plant(t: Any, values: tuple[float, ...], gen: Any) -> None:
+    """Write each of `values` into `t` (in place) at an entry drawn from `gen`, each in its own row."""
+    import torch
+
+    rows, cols = t.shape[-2:]
+    picked = torch.randperm(rows, generator=gen, device=gen.device)[:len(values)].tolist()
+    for row, value in zip(picked, values, strict=False):
+        col = int(torch.randint(cols, (1,), generator=gen, device=gen.device))
+        t[..., row, col] = value
+
+
+def _guarded(shape: tuple[int, ...], dtype: Any, device: str = "cuda") -> tuple[Any, Any]:
     """A NaN-poisoned output view between two sentinel-filled guard regions."""
     import torch
 
     numel = 1
     for s in shape:
         numel *= s
-    flat = torch.full((GUARD + numel + GUARD,), SENTINEL, dtype=dtype, device="cuda")
+    flat = torch.full((GUARD + numel + GUARD,), SENTINEL, dtype=dtype, device=device)
     flat[GUARD:GUARD + numel] = float("nan")
     return flat, flat[GUARD:GUARD + numel].view(shape)
+
+
+def _synchronize(device: str) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
 
 
 def _guards_intact(flat: Any, numel: int) -> bool:
@@ -141,20 +176,61 @@ def apply_steps(x: Any, steps: tuple[Step, ...], bias: Any, residual: Any) -> An
 
 
 def _rel(out: Any, ref: Any) -> tuple[float, float]:
+    """Relative (Frobenius) and largest absolute error over the reference's finite entries; infinite where
+    the output is NaN there."""
     import torch
 
     o = out.double()
+    finite = torch.isfinite(ref)
+    o, ref = o[finite], ref[finite]
     if torch.isnan(o).any():
         return float("inf"), float("inf")
     diff = o - ref
-    return float(diff.norm() / ref.norm().clamp_min(1e-300)), float(diff.abs().max())
+    return float(diff.norm() / ref.norm().clamp_min(1e-300)), float(diff.abs().max()) if diff.numel() else 0.0
 
 
+def _special_mismatch(out: Any, ref: Any) -> tuple[str | None, str | None]:
+    """Where the output's NaNs and infinities differ from the reference's: (a problem, a note), each one line
+    or None. An infinity read as NaN is a note (the output still says the sum overflowed: CUTLASS 2.x's
+    3xTF32 split makes an infinite operand's small part inf - inf); any other difference (a NaN or an
+    infinity lost, or one where the reference is finite) is a problem."""
+    import torch
+
+    o = out.double()
+    wrong = (torch.isnan(o) != torch.isnan(ref)) | (torch.isinf(ref) & (o != ref)) | (torch.isinf(o) & ~torch.isinf(ref))
+    as_nan = torch.isinf(ref) & torch.isnan(o)
+    problem = note = None
+    lost = wrong & ~as_nan
+    if lost.any():
+        at = tuple(int(i) for i in lost.nonzero()[0])
+        problem = (f"{int(lost.sum())} entries differ from the reference in NaN or infinity (first at {at}: "
+                   f"{float(o[at])} where the reference has {float(ref[at])})")
+    if as_nan.any():
+        note = "infinite results read NaN (an infinite input; PyTorch's ops give the infinity)"
+    return problem, note
 def _varies(ref: Any) -> bool:
-    return float(ref.std()) > 1e-3 * float(ref.abs().mean() + 1e-30)
+    import torch
+
+    ref = ref[torch.isfinite(ref)]
+    return ref.numel() > 1 and float(ref.std()) > 1e-3 * float(ref.abs().mean() + 1e-30)
 
 
-def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[int]) -> VerifyReport:
+def _judged(case: str, seed: int, outs: tuple[Any, Any], ref: Any, tol: float, special: bool,
+            problems: list[str]) -> CaseResult:
+    """The result of one case and seed from its two outputs and the reference: the worst of the two
+    errors against `tol`, and, where `special`, NaNs and infinities where the reference has them."""
+    (err1, abs1), (err2, abs2) = _rel(outs[0], ref), _rel(outs[1], ref)
+    err = max(err1, err2)
+    found = [_special_mismatch(o, ref) for o in outs] if special else []
+    problems += sorted({problem for problem, _ in found if problem})
+    if err > tol:
+        problems.append(f"relative error {err:.3g} over tolerance {tol:g}")
+    notes = tuple(sorted({note for _, note in found if note}))
+    return CaseResult(case, seed, not problems, err, max(abs1, abs2), tuple(problems), notes)
+
+
+def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[int],
+                device: str = "cuda") -> VerifyReport:
     import torch
 
     dt = _torch_dtype(spec.dtype)
@@ -163,12 +239,15 @@ def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[
     for case in cases:
         batch = case.batch if spec.mode is Mode.BATCHED else 1
         for seed in seeds:
-            gen = torch.Generator(device="cuda").manual_seed(seed)
+            gen = torch.Generator(device=device).manual_seed(seed)
             a = _operand(case.m, case.k, batch, spec.layout_a, dt, gen)
             if case.shared_b and batch > 1:
                 b = _operand(case.k, case.n, 1, spec.layout_b, dt, gen).expand(batch, case.k, case.n)
             else:
                 b = _operand(case.k, case.n, batch, spec.layout_b, dt, gen)
+            if case.special:
+                _plant(a, (float("nan"), float("inf")), gen)
+                _plant(b if not case.shared_b else b[0], (float("-inf"),), gen)
             bias = _uniform((case.n,), dt, gen) if "bias" in kinds else None
             out_shape = (batch, case.m, case.n) if batch > 1 else (case.m, case.n)
             residual = _uniform(out_shape, dt, gen) if "residual" in kinds else None
@@ -176,29 +255,24 @@ def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[
             before = [t.clone() for t in inputs]
             problems: list[str] = []
 
-            flat1, out1 = _guarded(out_shape, dt)
+            flat1, out1 = _guarded(out_shape, dt, device)
             kernel(a, b, bias, residual, out1)
-            torch.cuda.synchronize()
+            _synchronize(device)
             first = out1.clone()
             intact1 = _guards_intact(flat1, out1.numel())
             del flat1, out1
             ref = apply_steps(torch.matmul(a.double(), b.double()), spec.epilogue, bias, residual)
-            flat2, out2 = _guarded(out_shape, dt)
+            flat2, out2 = _guarded(out_shape, dt, device)
             kernel(a, b, bias, residual, out2)
-            torch.cuda.synchronize()
+            _synchronize(device)
             if not (intact1 and _guards_intact(flat2, out2.numel())):
                 problems.append("wrote outside its output (guard region changed)")
-            if any(not torch.equal(x, y) for x, y in zip(inputs, before, strict=True)):
+            if not all(map(_same, inputs, before)):
                 problems.append("modified an input")
             if not _varies(ref):
                 problems.append("reference is near-constant: this case cannot tell kernels apart")
-            err1, abs1 = _rel(first, ref)
-            err2, abs2 = _rel(out2, ref)
-            err, abs_err = max(err1, err2), max(abs1, abs2)
-            if err > report.tolerance:
-                problems.append(f"relative error {err:.3g} over tolerance {report.tolerance:g}")
-            report.results.append(CaseResult(case.label, seed, not problems,
-                                             err, abs_err, tuple(problems)))
+            report.results.append(_judged(case.label, seed, (first, out2), ref, report.tolerance, case.special,
+                                          problems))
     return report
 
 
@@ -217,7 +291,8 @@ def attention_reference(q: Any, k: Any, v: Any, scale: float, causal: bool) -> A
     return torch.stack(outs)
 
 
-def verify_attention(kernel: Any, spec: FmhaSpec, cases: list[AttnCase], seeds: list[int]) -> VerifyReport:
+def verify_attention(kernel: Any, spec: FmhaSpec, cases: list[AttnCase], seeds: list[int],
+                     device: str = "cuda") -> VerifyReport:
     import torch
 
     dt = _torch_dtype(spec.dtype)
@@ -226,49 +301,54 @@ def verify_attention(kernel: Any, spec: FmhaSpec, cases: list[AttnCase], seeds: 
     report = VerifyReport(spec.name, 1e-4 if spec.dtype is DType.F32 else tolerance(precision))
     for case in cases:
         for seed in seeds:
-            gen = torch.Generator(device="cuda").manual_seed(seed)
+            gen = torch.Generator(device=device).manual_seed(seed)
             shape = (case.batch, case.seq, case.heads, case.head_dim)
             # [B, S, H, D] storage viewed as [B, H, S, D], as a module's head split produces
             q, k, v = (_uniform(shape, dt, gen).transpose(1, 2) for _ in range(3))
+            if case.special:  # the infinity on key 0, which every query sees: no masked 0 * inf in the reference
+                _plant(q, (float("nan"),), gen)
+                v[..., 0, int(torch.randint(case.head_dim, (1,), generator=gen, device=gen.device))] = float("inf")
             before = [t.clone() for t in (q, k, v)]
             scale = case.head_dim ** -0.5
             problems: list[str] = []
-            flat1, out1 = _guarded(shape, dt)
+            flat1, out1 = _guarded(shape, dt, device)
             kernel(q, k, v, scale, out1.transpose(1, 2))
-            torch.cuda.synchronize()
+            _synchronize(device)
             first = out1.transpose(1, 2).clone()
             intact1 = _guards_intact(flat1, out1.numel())
             del flat1, out1
             ref = attention_reference(q, k, v, scale, spec.causal)
-            flat2, out2 = _guarded(shape, dt)
+            flat2, out2 = _guarded(shape, dt, device)
             kernel(q, k, v, scale, out2.transpose(1, 2))
-            torch.cuda.synchronize()
+            _synchronize(device)
             if not (intact1 and _guards_intact(flat2, out2.numel())):
                 problems.append("wrote outside its output (guard region changed)")
-            if any(not torch.equal(x, y) for x, y in zip((q, k, v), before, strict=True)):
+            if not all(map(_same, (q, k, v), before)):
                 problems.append("modified an input")
             if not _varies(ref):
                 problems.append("reference is near-constant")
-            err1, abs1 = _rel(first, ref)
-            err2, abs2 = _rel(out2.transpose(1, 2), ref)
-            err = max(err1, err2)
-            if err > report.tolerance:
-                problems.append(f"relative error {err:.3g} over tolerance {report.tolerance:g}")
-            report.results.append(CaseResult(f"B{case.batch}H{case.heads}S{case.seq}D{case.head_dim}", seed,
-                                             not problems, err, max(abs1, abs2), tuple(problems)))
+            report.results.append(_judged(case.label, seed, (first, out2.transpose(1, 2)), ref, report.tolerance,
+                                          case.special, problems))
     return report
 
 
-def verify(kernel: Any, spec: KernelSpec, cases: list[Any], seeds: list[int]) -> VerifyReport:
+def _same(x: Any, y: Any) -> bool:
+    """Equal entry for entry, a NaN equal to a NaN (an input with a planted NaN is unchanged if it still has it)."""
+    import torch
+
+    return x.shape == y.shape and bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all())
+
+
+def verify(kernel: Any, spec: KernelSpec, cases: list[Any], seeds: list[int], device: str = "cuda") -> VerifyReport:
     if isinstance(spec, GemmSpec):
-        return verify_gemm(kernel, spec, cases, seeds)
-    return verify_attention(kernel, spec, cases, seeds)
+        return verify_gemm(kernel, spec, cases, seeds, device)
+    return verify_attention(kernel, spec, cases, seeds, device)
 
 
 def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[GemmCase]:
-    """Boundary, odd, not-tile-aligned and (if given) the model's own shape. One case is odd in M, N
-    and K, so the binding stages its operands and output into aligned copies; the others keep the
-    kernel's alignment, so its tensors are read as they are."""
+    """Boundary, odd, not-tile-aligned, NaN and infinities among the inputs, and (if given) the model's own
+    shape. One case is odd in M, N and K, so the binding stages its operands and output into aligned
+    copies; the others keep the kernel's alignment, so its tensors are read as they are."""
     align = spec.alignment[0]
 
     def up(x: int) -> int:
@@ -282,7 +362,7 @@ def default_gemm_cases(spec: GemmSpec, target: GemmCase | None = None) -> list[G
     # operand split before the mainloop is read with any alignment (align 1)
     rows = up if spec.layout_a is Layout.COL else same
     cases = [GemmCase(rows(1), up(8), up(8), batch), GemmCase(257, 263, 137, batch),
-             GemmCase(rows(131), up(520), up(1031), batch)]
+             GemmCase(rows(131), up(520), up(1031), batch), GemmCase(rows(131), up(520), up(1031), batch, special=True)]
     if batch > 1:  # a weight shared by every batch: B's batch stride is 0 (read as it is, and staged)
         cases += [GemmCase(rows(131), up(520), up(1031), batch, shared_b=True),
                   GemmCase(257, 263, 137, batch, shared_b=True)]
