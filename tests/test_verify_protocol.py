@@ -7,18 +7,21 @@ from __future__ import annotations
 import torch
 
 from fact.core.enums import Arch, DType, Layout, Precision
-from fact.realize.spec import FmhaSpec, GemmSpec, Step
+from fact.realize.spec import FmhaSpec, GemmSpec, Mode, Step
 from fact.verify.check import (
+    INF_AS_NAN,
     AttnCase,
     GemmCase,
     apply_steps,
     attention_reference,
     default_gemm_cases,
+    splits_infinities,
     verify_attention,
     verify_gemm,
 )
 
 GEMM = GemmSpec(Arch.SM80, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (Step("bias"), Step("relu")))
+BF16 = GemmSpec(Arch.SM80, DType.BF16, Precision.BF16, Layout.ROW, Layout.COL, (Step("bias"), Step("relu")))
 SEEDS = [0, 1]
 
 
@@ -32,7 +35,7 @@ def test_a_faithful_gemm_passes_every_case_nan_and_infinities_included() -> None
     report = verify_gemm(faithful, GEMM, cases, SEEDS, device="cpu")
     assert report.passed, [r.problems for r in report.results if not r.passed]
     special = [r for r in report.results if r.case.endswith("_special")]
-    assert len(special) == len(SEEDS) and all(r.rel_err < 1e-6 for r in special)
+    assert len(special) == 2 * len(SEEDS) and all(r.rel_err < 1e-6 for r in special)  # aligned and odd
 
 
 def _special_problems(kernel) -> list[str]:
@@ -52,30 +55,39 @@ def test_a_kernel_that_loses_a_nan_fails_on_the_special_case_alone() -> None:
     assert "0.0 where the reference has nan" in problems[0]
 
 
-def test_an_infinity_read_as_nan_is_noted_and_one_read_as_a_finite_value_fails() -> None:
-    def split(a, b, bias, residual, out) -> None:  # x = big + (x - big), as CUTLASS 2.x's 3xTF32: inf - inf is NaN
-        big = a.bfloat16().double()
-        small = a.double() - big
-        out.copy_(big @ b.double() + small @ b.double())
+def _split(a, b, bias, residual, out) -> None:  # x = big + (x - big), as CUTLASS 2.x's 3xTF32: inf - inf is NaN
+    big = a.bfloat16().double()
+    small = a.double() - big
+    out.copy_(torch.relu(big @ b.double() + small @ b.double() + bias.double()))
 
-    plain = GemmSpec(Arch.SM80, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL)
-    report = verify_gemm(split, plain, [GemmCase(64, 96, 128, special=True)], SEEDS, device="cpu")
-    assert report.passed and report.notes == ["infinite results read NaN (an infinite input; PyTorch's ops give "
-                                              "the infinity)"]
 
-    def split_relu(a, b, bias, residual, out) -> None:
-        split(a, b, bias, residual, out)
-        out.add_(bias).relu_()
+def test_an_infinity_read_as_nan_is_noted_on_cutlass_2x_3xtf32_alone() -> None:
+    assert splits_infinities(GEMM) and not splits_infinities(BF16)
+    report = verify_gemm(_split, GEMM, [GemmCase(64, 96, 128, special=True)], SEEDS, device="cpu")
+    assert report.passed and report.notes == [INF_AS_NAN]  # a NaN after the ReLU, where PyTorch gives ReLU(-inf) = 0
+    report = verify_gemm(_split, BF16, [GemmCase(64, 96, 128, special=True)], SEEDS, device="cpu")
+    assert not report.passed and "where the reference has inf" in " ".join(report.results[0].problems)
 
-    problems = _special_problems(split_relu)  # after a ReLU that NaN stands where PyTorch gives 0 (ReLU of -inf)
-    assert problems and "nan where the reference has 0.0" in " ".join(problems)
 
+def test_an_infinity_read_as_a_finite_value_fails_even_on_3xtf32() -> None:
     def saturating(a, b, bias, residual, out) -> None:  # an overflow clamped to the largest float
         faithful(a, b, bias, residual, out)
         out.copy_(out.nan_to_num(nan=float("nan"), posinf=3e38, neginf=-3e38))
 
     problems = _special_problems(saturating)
     assert problems and "where the reference has inf" in " ".join(problems)
+
+
+def test_special_values_reach_a_weight_shared_by_the_batch() -> None:
+    batched = GemmSpec(Arch.SM80, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), Mode.BATCHED)
+
+    def lost(a, b, bias, residual, out) -> None:  # reads B's -inf as 0
+        out.copy_(a.double() @ b.double().nan_to_num(neginf=0.0))
+
+    cases = [c for c in default_gemm_cases(batched) if c.shared_b and c.special]
+    assert cases
+    report = verify_gemm(lost, batched, cases, [0], device="cpu")
+    assert not report.passed and "NaN or infinity" in report.results[0].problems[0]
 
 
 def test_a_kernel_that_writes_into_its_inputs_fails_though_its_output_is_right() -> None:

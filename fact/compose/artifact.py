@@ -82,7 +82,7 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
     """
     import torch
 
-    from fact.compose.specialized import Specialized, foreign_classes
+    from fact.compose.specialized import Specialized, foreign_classes, signature
 
     if isinstance(synthesis.module, Specialized) and foreign_classes(synthesis.module.original):
         raise ArtifactError(
@@ -108,6 +108,10 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
         files = {"module": "module.pt"}
         if example_inputs is not None:
             inputs = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+            if isinstance(synthesis.module, Specialized) and signature(inputs) != synthesis.module.signature:
+                raise ArtifactError("these example inputs do not have the shapes (strides, dtypes, devices) the "
+                                    "composed graph was captured at, so the exported program would hold the original "
+                                    "module without a kernel: export with the inputs the synthesis was made for")
             with torch.no_grad():
                 exported = torch.export.export(synthesis.module, inputs)
             torch.export.save(exported, work / "exported.pt2")

@@ -20,33 +20,36 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
 
 
 def signature(args: Sequence[Any]) -> tuple[Any, ...]:
-    """What an exported graph is fixed to in a call's arguments: each tensor's shape and dtype, each plain
-    value itself, any other object by identity (export takes a non-tensor argument as a constant)."""
+    """What an exported graph is fixed to in a call's arguments: their structure (torch's pytree), each
+    tensor's shape, strides, dtype and device (export drops a copy it saw as a no-op, and writes the
+    device into the ops it makes), each plain value with its type (2 and 2.0 trace apart), any other
+    object by identity (export takes it as a constant)."""
+    leaves, spec = tree_flatten(tuple(args))
+
     def one(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            return "tensor", tuple(x.shape), x.dtype
-        if isinstance(x, (list, tuple)):
-            return type(x).__name__, tuple(one(v) for v in x)
-        if isinstance(x, dict):
-            return "dict", tuple((k, one(v)) for k, v in x.items())
-        return ("value", x) if isinstance(x, _PLAIN) else ("object", id(x))
-    return tuple(one(x) for x in args)
+            return "tensor", tuple(x.shape), x.stride(), x.dtype, x.device
+        return ("value", type(x), x) if isinstance(x, _PLAIN) else ("object", id(x))
+    return spec, tuple(one(x) for x in leaves)
 
 
 class Specialized(nn.Module):
     """A composed graph fixed to the example call (`graph`) beside the module it was exported from
-    (`original`): a call of the example's signature (`signature`), in eval mode and without keyword
-    arguments, runs the graph; any other call runs the original module.
+    (`original`): a call of the example's signature (`signature`), without keyword arguments and with
+    every module of the original in eval mode, runs the graph; any other call runs the original module.
 
-    The two share their parameters (torch.export keeps the module's own tensors), and the state dict is
-    the original module's: a checkpoint of it loads as it is, into both. train() and eval() set the
-    original's mode; the graph computes in eval mode only (export took dropout out), so a training call
-    runs the original. `graph_calls` and `original_calls` count the calls each took."""
+    The two share their parameters and buffers (torch.export keeps the module's own tensors; a load, even
+    with `assign=True`, and a conversion such as `.to()` keep them shared), and the state dict is the
+    original module's: a checkpoint of it loads as it is. train() and eval() set the original's mode; the
+    graph computes in eval mode only (export took dropout out), so a call while any module of the original
+    trains (after `model.train()` on the caller's own reference too) runs the original. `graph_calls` and
+    `original_calls` count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
         super().__init__()
@@ -58,8 +61,8 @@ class Specialized(nn.Module):
         self.original_calls = 0
         self._loading_prefix = ""
         self.register_state_dict_post_hook(_as_original)
-        self.register_load_state_dict_pre_hook(_into_both)
-        self.register_load_state_dict_post_hook(_named_as_original)
+        self.register_load_state_dict_pre_hook(_into_original)
+        self.register_load_state_dict_post_hook(_loaded)
 
     @property
     def code(self) -> str:
@@ -67,7 +70,7 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.training and not kwargs and signature(args) == self.signature:
+        if not kwargs and not any(m.training for m in self.original.modules()) and signature(args) == self.signature:
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
@@ -76,6 +79,11 @@ class Specialized(nn.Module):
     def train(self, mode: bool = True) -> Specialized:
         self.training = mode
         self.original.train(mode)  # the graph's mode is fixed: export's module refuses train() and eval()
+        return self
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Specialized:
+        super()._apply(fn, recurse)
+        _share(self.graph, self.original)  # a conversion gives each module its own copy of a buffer
         return self
 
 
@@ -122,9 +130,27 @@ def _unfindable(module_name: str) -> bool:
         return True
 
 
+def _share(graph: nn.Module, original: nn.Module) -> None:
+    """Point each parameter and buffer of the graph, and of the subgraphs its Dispatch modules fall back on
+    (they hold the tensors under the same names), at the original's tensor of that name."""
+    own = dict(original.named_parameters(remove_duplicate=False))
+    own.update(original.named_buffers(remove_duplicate=False))
+    for g in [m for m in graph.modules() if isinstance(m, torch.fx.GraphModule)]:
+        for name, tensor in own.items():
+            path, _, field = name.rpartition(".")
+            try:
+                holder = g.get_submodule(path)
+            except AttributeError:
+                continue
+            if field in holder._parameters and isinstance(tensor, nn.Parameter):
+                holder._parameters[field] = tensor
+            elif field in holder._buffers:
+                holder._buffers[field] = tensor
+
+
 def _as_original(module: Specialized, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
     """The state dict is the original module's, under its own names: the graph's entries (the same tensors)
-    go, and `original.` comes off the rest."""
+    go, and `original.` comes off the rest, versions included."""
     for key in [k for k in state_dict if k.startswith(prefix + "graph.")]:
         del state_dict[key]
     for key in [k for k in state_dict if k.startswith(prefix + "original.")]:
@@ -133,36 +159,42 @@ def _as_original(module: Specialized, state_dict: dict[str, Any], prefix: str, l
     if meta is not None:
         for key in [k for k in meta if _under(k, prefix, "graph")]:
             del meta[key]
-        for key in [k for k in meta if _under(k, prefix, "original")]:
+        moved = {k: meta.pop(k) for k in [k for k in meta if _under(k, prefix, "original")]}
+        for key, value in moved.items():
             rest = key[len(prefix + "original."):]
-            meta[prefix + rest if rest else prefix[:-1]] = meta.pop(key)
+            meta[prefix + rest if rest else prefix[:-1]] = value
 
 
 def _under(key: str, prefix: str, child: str) -> bool:
     return key == prefix + child or key.startswith(f"{prefix}{child}.")
 
 
-def _into_both(module: Specialized, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
-    """Loading: each of the original's entries goes to the original and to the graph (which holds the same
-    tensors until a load assigns new ones); the graph's entries the checkpoint lacks keep their values."""
+def _into_original(module: Specialized, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Loading: every entry under this module is the original's (its state dict has no other names), and
+    goes to it; the graph's entries keep their tensors, which `_loaded` points at the original's after.
+    The original's modules find their versions where the checkpoint is loaded at the top (a nested load
+    hands this module no versions)."""
     module._loading_prefix = prefix
-    graph_keys = module.graph.state_dict(keep_vars=True)
-    for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith((prefix + "graph.",
-                                                                                      prefix + "original."))]:
-        name = key[len(prefix):]
-        value = state_dict.pop(key)
-        state_dict[f"{prefix}original.{name}"] = value
-        if name in graph_keys:
-            state_dict[f"{prefix}graph.{name}"] = value
-    for name, t in graph_keys.items():
-        state_dict.setdefault(f"{prefix}graph.{name}", t)
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        state_dict[f"{prefix}original.{key[len(prefix):]}"] = state_dict.pop(key)
+    for name, t in module.graph.state_dict(keep_vars=True).items():
+        state_dict[f"{prefix}graph.{name}"] = t
+    meta = getattr(state_dict, "_metadata", None)
+    if meta is not None:
+        theirs = {key[len(prefix):] if key.startswith(prefix) else "": value
+                  for key, value in meta.items() if key == prefix[:-1] or key.startswith(prefix)}
+        for rest, value in theirs.items():
+            for child in ("original", "graph"):
+                meta[f"{prefix}{child}{'.' + rest if rest else ''}"] = value
 
 
-def _named_as_original(module: Specialized, incompatible: Any) -> None:
-    """A missing entry is named as the original's checkpoint names it."""
+def _loaded(module: Specialized, incompatible: Any) -> None:
+    """After a load: the graph holds the original's tensors again (an assigning load gave the original new
+    ones), and the keys a strict load complains of are named as the original's checkpoint names them."""
+    _share(module.graph, module.original)
     inside = module._loading_prefix + "original."
-    incompatible.missing_keys[:] = [module._loading_prefix + k[len(inside):] if k.startswith(inside) else k
-                                    for k in incompatible.missing_keys]
+    for keys in (incompatible.missing_keys, incompatible.unexpected_keys):
+        keys[:] = [module._loading_prefix + k[len(inside):] if k.startswith(inside) else k for k in keys]
 
 
 __all__ = ["Specialized", "foreign_classes", "signature", "specialized"]

@@ -491,7 +491,9 @@ def _canon(value: Any) -> Any:
     return value
 
 
-# Tile fields added after kernels of their family existed, with the default those kernels had.
+# Fields added after kernels of their family existed, with the default those kernels had: of a spec by its
+# type, and of GEMM tiles.
+_ADDED_SPEC_FIELDS: dict[str, dict[str, Any]] = {"FmhaSpec": {"schedule": Schedule.COOPERATIVE.value}}
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
                                        "raw_big": False, "plain_promotion": False}
 
@@ -503,8 +505,9 @@ def spec_key(spec: KernelSpec) -> str:
     the keys of those kernels (build cache, verification records, tuning rows) stay what they were.
     """
     data = _canon(asdict(spec))
-    if isinstance(spec, FmhaSpec) and spec.schedule is Schedule.COOPERATIVE:
-        del data["schedule"]  # added after the first attention kernels
+    for added, default in _ADDED_SPEC_FIELDS.get(type(spec).__name__, {}).items():
+        if data.get(added) == default:
+            del data[added]
     tiles = data.get("tiles")
     if isinstance(tiles, dict):
         for added, default in _ADDED_TILE_FIELDS.items():
