@@ -133,7 +133,7 @@ def _unfindable(module_name: str) -> bool:
 def _share(graph: nn.Module, original: nn.Module) -> None:
     """Point each parameter and buffer of the graph, and of the subgraphs its Dispatch modules fall back on
     (they hold the tensors under the same names), at the original's tensor of that name."""
-    own = dict(original.named_parameters(remove_duplicate=False))
+    own: dict[str, torch.Tensor] = dict(original.named_parameters(remove_duplicate=False))
     own.update(original.named_buffers(remove_duplicate=False))
     for g in [m for m in graph.modules() if isinstance(m, torch.fx.GraphModule)]:
         for name, tensor in own.items():
