@@ -56,6 +56,7 @@ class Specialized(nn.Module):
         self.graph = _unguarded(graph)
         self.original = original
         self.signature = signature(example_inputs)
+        self._every_module = tuple(original.modules())  # read on every call for its mode (not registered twice)
         self.training = original.training
         self.graph_calls = 0
         self.original_calls = 0
@@ -70,7 +71,7 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not any(m.training for m in self.original.modules()) and signature(args) == self.signature:
+        if not kwargs and not any(m.training for m in self._every_module) and signature(args) == self.signature:
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
