@@ -192,11 +192,29 @@ def test_reference_cases_are_the_modules_own_computation() -> None:
     inputs = [torch.randn(64, 256, dtype=BF16)]
     cap = capture(module, inputs)
     task = find_tasks(cap)[0]
-    [case] = reference_cases(task, cap.graph_module, inputs, (7,), device="cpu")
+    case, special = reference_cases(task, cap.graph_module, inputs, (7,), device="cpu")
     assert case["a"].dtype == BF16 and case["w"].shape == (512, 256) and case["expected"].dtype == torch.float64
     lin = module[0]
-    want = torch.nn.functional.elu(torch.nn.functional.linear(case["a"].double(), lin.weight.double(), lin.bias.double()))
-    assert torch.allclose(case["expected"], want, rtol=1e-12, atol=1e-12)
+    for one in (case, special):
+        want = torch.nn.functional.elu(torch.nn.functional.linear(one["a"].double(), lin.weight.double(),
+                                                                  lin.bias.double()))
+        assert torch.allclose(one["expected"], want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    # the special case: a NaN and an infinity in A, and ELU's own answer to them (NaN; +inf or -1 by sign)
+    assert special["special"] and special["seed"] == 7 and "special" not in case
+    assert special["a"].isnan().sum() == 1 and special["a"].isinf().sum() == 1
+    assert special["expected"].isnan().any() and special["expected"].isinf().any()
+    assert (special["expected"] == -1).any()  # ELU(-inf), where the infinity met a negative weight
+
+
+def test_a_learned_kernel_is_judged_on_its_nans_and_infinities() -> None:
+    from fact.agentic.verify import case_error
+
+    expected = torch.tensor([[1.0, float("nan")], [float("inf"), -1.0]], dtype=torch.float64)
+    assert case_error(expected.float(), expected) == (0.0, None)
+    err, problem = case_error(torch.tensor([[1.0, 0.0], [float("inf"), -1.0]]), expected)  # a NaN lost
+    assert err == 0.0 and "differ from the reference in NaN or infinity" in problem
+    err, problem = case_error(torch.tensor([[1.5, float("nan")], [float("inf"), -1.0]]), expected)
+    assert err == 0.5 and problem is None
 
 
 def test_a_learned_kernel_composes_like_a_template_one(promoted) -> None:

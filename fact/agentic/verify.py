@@ -19,18 +19,21 @@ from fact.agentic.task import SynthesisTask
 from fact.verify.tolerance import tolerance
 
 
-def _float64_values(gm: Any, inputs: Sequence[Any], names: Sequence[str]) -> dict[str, Any]:
-    """The values of `names` when the graph runs in float64 (parameters and inputs widened)."""
+def _float64_values(gm: Any, inputs: Sequence[Any], names: Sequence[str],
+                    replace: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The values of `names` when the graph runs in float64 (parameters and inputs widened); the nodes in
+    `replace` take the value given there instead of their own."""
     import copy
 
     import torch
 
     wide = copy.deepcopy(gm).to(torch.float64)
     seen: dict[str, Any] = {}
+    replace = replace or {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n: Any) -> Any:
-            value = super().run_node(n)
+            value = replace[n.name] if n.name in replace else super().run_node(n)
             if n.name in names:
                 seen[n.name] = value
             return value
@@ -44,24 +47,50 @@ def _param(gm: Any, ref: str) -> Any:
 
 
 def reference_cases(task: SynthesisTask, gm: Any, example_inputs: Sequence[Any], seeds: Sequence[int],
-                    device: str = "cuda") -> list[dict[str, Any]]:
-    """Per seed: the kernel's operands (in the module's dtype) and the float64 expected output."""
+                    device: str = "cuda", special: bool = True) -> list[dict[str, Any]]:
+    """Per seed: the kernel's operands (in the module's dtype) and the float64 expected output; with
+    `special`, one more case (marked "special": checked, never timed): the first seed's A with a NaN and
+    an infinity planted in it, and what the module's own ops make of them."""
     import torch
+
+    from fact.verify.check import plant
 
     ops = dict(task.operands)
     cases = []
-    for seed in seeds:
+    for i, seed in enumerate([*seeds, *seeds[:1]] if special else seeds):
         gen = torch.Generator().manual_seed(seed)
         # drawn on the CPU (the same values on any machine), then placed where the module lives
         inputs = [torch.randn(x.shape, generator=gen, dtype=torch.float32).to(device=x.device, dtype=x.dtype)
                   for x in example_inputs]
         # the kernel reads A exactly as the module passes it: compute it with the graph, not a guess
         seen = _float64_values(gm, inputs, (ops["a"], task.output))
+        extra = {}
+        if i == len(seeds):
+            planted = seen[ops["a"]].clone()
+            plant(planted, (float("nan"), float("inf")), gen)
+            seen = _float64_values(gm, inputs, (ops["a"], task.output), replace={ops["a"]: planted})
+            extra = {"special": True}
         a = seen[ops["a"]].to(task.dtype.torch).to(device)
         w = _param(gm, ops["w"]).detach().to(device)
         bias = _param(gm, ops["bias"]).detach().to(device) if "bias" in ops else None
-        cases.append({"seed": seed, "a": a.contiguous(), "w": w, "bias": bias, "expected": seen[task.output].to(device)})
+        cases.append({"seed": seed, "a": a.contiguous(), "w": w, "bias": bias, "expected": seen[task.output].to(device),
+                      **extra})
     return cases
+
+
+def case_error(out: Any, expected: Any) -> tuple[float, str | None]:
+    """One case's error: the largest difference over the expected output's finite entries, relative to its
+    largest finite entry (at least 1), and what the output got wrong about its NaNs and infinities
+    (`fact.verify.check.special_mismatch`), or None."""
+    import torch
+
+    from fact.verify.check import special_mismatch
+
+    o = out.double()
+    finite = torch.isfinite(expected)
+    diff = (o - expected)[finite]
+    err = float(diff.abs().max() / expected[finite].abs().max().clamp_min(1.0)) if diff.numel() else 0.0
+    return err, special_mismatch(o, expected)[0]
 
 
 def run_in_worker(job: Any) -> dict[str, Any]:
@@ -79,9 +108,12 @@ def run_in_worker(job: Any) -> dict[str, Any]:
         out = torch.full((a.shape[0], w.shape[0]), float("nan"), dtype=a.dtype, device=a.device)
         module.run(a, w.t(), bias, None, out, torch.cuda.current_stream().cuda_stream, sms)
         torch.cuda.synchronize()
-        err = float(((out.double() - expected).abs().max() / expected.abs().max().clamp_min(1.0)).item())
+        err, problem = case_error(out, expected)
+        label = f"seed {case['seed']}{' (NaN and infinity in A)' if case.get('special') else ''}"
+        if problem:
+            err = float("inf")
         if not (err <= worst):  # NaN counts as the worst
-            worst, worst_case = err, f"seed {case['seed']}: max rel error {err:.3g}"
+            worst, worst_case = err, f"{label}: {problem or f'max rel error {err:.3g}'}"
     return {"worst_rel_err": worst, "worst_case": worst_case, "cases": len(cases),
             "gpu": torch.cuda.get_device_name(0), "date": dt.date.today().isoformat()}
 

@@ -103,7 +103,7 @@ def _operand(rows: int, cols: int, batch: int, layout: Layout, dtype: Any, gen: 
     return t if batch > 1 else t[0]
 
 
-def _plant(t: Any, values: tuple[float, ...], gen: Any) -> None:
+def plant(t: Any, values: tuple[float, ...], gen: Any) -> None:
     """Write each of `values` into `t` (in place) at an entry drawn from `gen`, each in its own row."""
     import torch
 
@@ -201,7 +201,7 @@ INF_AS_NAN = ("infinite results read NaN, as does what the epilogue makes of the
               "infinite operand into inf + (inf - inf)); PyTorch's ops give the infinity")
 
 
-def _special_mismatch(out: Any, ref: Any, alt: Any = None) -> tuple[str | None, str | None]:
+def special_mismatch(out: Any, ref: Any, alt: Any = None) -> tuple[str | None, str | None]:
     """Where the output's NaNs and infinities differ from the reference's: (a problem, a note), each one line
     or None. `alt` is what a kernel on CUTLASS 2.x's 3xTF32 gives instead (its infinite sums NaN): an entry
     that agrees with it is a note, since the output still shows the overflow; any other difference (a NaN
@@ -231,10 +231,10 @@ def _judged(case: str, seed: int, outs: tuple[Any, Any], ref: Any, tol: float, s
             problems: list[str], alt: Any = None) -> CaseResult:
     """The result of one case and seed from its two outputs and the reference: the worst of the two
     errors against `tol`, and, where `special`, NaNs and infinities where the reference (or `alt`, see
-    `_special_mismatch`) has them."""
+    `special_mismatch`) has them."""
     (err1, abs1), (err2, abs2) = _rel(outs[0], ref, alt), _rel(outs[1], ref, alt)
     err = max(err1, err2)
-    found = [_special_mismatch(o, ref, alt) for o in outs] if special else []
+    found = [special_mismatch(o, ref, alt) for o in outs] if special else []
     problems += sorted({problem for problem, _ in found if problem})
     if err > tol:
         problems.append(f"relative error {err:.3g} over tolerance {tol:g}")
@@ -267,8 +267,8 @@ def verify_gemm(kernel: Any, spec: GemmSpec, cases: list[GemmCase], seeds: list[
             else:
                 b = _operand(case.k, case.n, batch, spec.layout_b, dt, gen)
             if case.special:
-                _plant(a, (float("nan"), float("inf")), gen)
-                _plant(b[0] if case.shared_b and batch > 1 else b, (float("-inf"),), gen)  # b[0]: the one B
+                plant(a, (float("nan"), float("inf")), gen)
+                plant(b[0] if case.shared_b and batch > 1 else b, (float("-inf"),), gen)  # b[0]: the one B
             bias = _uniform((case.n,), dt, gen) if "bias" in kinds else None
             out_shape = (batch, case.m, case.n) if batch > 1 else (case.m, case.n)
             residual = _uniform(out_shape, dt, gen) if "residual" in kinds else None
@@ -330,7 +330,7 @@ def verify_attention(kernel: Any, spec: FmhaSpec, cases: list[AttnCase], seeds: 
             # [B, S, H, D] storage viewed as [B, H, S, D], as a module's head split produces
             q, k, v = (_uniform(shape, dt, gen).transpose(1, 2) for _ in range(3))
             if case.special:  # the infinity on key 0, which every query sees: no masked 0 * inf in the reference
-                _plant(q, (float("nan"),), gen)
+                plant(q, (float("nan"),), gen)
                 v[..., 0, int(torch.randint(case.head_dim, (1,), generator=gen, device=gen.device))] = float("inf")
             before = [t.clone() for t in (q, k, v)]
             scale = case.head_dim ** -0.5
