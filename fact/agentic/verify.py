@@ -29,11 +29,11 @@ def _float64_values(gm: Any, inputs: Sequence[Any], names: Sequence[str],
 
     wide = copy.deepcopy(gm).to(torch.float64)
     seen: dict[str, Any] = {}
-    replace = replace or {}
+    given: dict[str, Any] = replace or {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n: Any) -> Any:
-            value = replace[n.name] if n.name in replace else super().run_node(n)
+            value = given[n.name] if n.name in given else super().run_node(n)
             if n.name in names:
                 seen[n.name] = value
             return value
