@@ -79,25 +79,19 @@ def test_the_signature_is_what_export_fixed() -> None:
 
 def test_training_mode_runs_the_original_module_in_that_mode(attention) -> None:
     module, composed, x = attention
-    composed.train()
-    try:
-        assert module.training and module.mha.training and composed.training and not composed.graph.training
-        before = composed.original_calls
-        with torch.no_grad():
-            composed(x)
-        assert composed.original_calls == before + 1
-    finally:
-        composed.eval()
-    assert not module.training and not module.mha.training
-    for trains in (module, module.mha):  # the caller's own reference to the module, or one submodule (MC dropout)
+    # the wrapper's train(), the caller's own reference to the module, or one submodule (MC dropout)
+    for trains in (composed, module, module.mha):
         trains.train()
         try:
+            if trains is composed:
+                assert module.training and module.mha.training and not composed.graph.training
             before = composed.original_calls
             with torch.no_grad():
                 composed(x)
             assert composed.original_calls == before + 1
         finally:
             trains.eval()
+        assert not module.training and not module.mha.training
 
 
 def test_the_state_dict_is_the_original_modules_and_loads_into_both_paths(attention) -> None:
