@@ -84,10 +84,11 @@ def save(synthesis: Synthesis, folder: Path | str, example_inputs: Any = None) -
 
     from fact.compose.specialized import Specialized, foreign_classes, signature
 
-    if isinstance(synthesis.module, Specialized) and foreign_classes(synthesis.module.original):
+    foreign = foreign_classes(synthesis.module.original) if isinstance(synthesis.module, Specialized) else []
+    if foreign:
         raise ArtifactError(
             "the composed graph is fixed to the example shapes and falls back on the original module for other "
-            f"calls, which another process could not import: {', '.join(foreign_classes(synthesis.module.original))}. "
+            f"calls, which another process could not import: {', '.join(foreign)}. "
             "Define the module's classes in an importable module (not __main__, a function or a file loaded by "
             "path) and synthesize again")
     if not isinstance(synthesis.module, (torch.fx.GraphModule, Specialized)):
