@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """sm90 attention (example 88) tiles and schedules against PyTorch's SDPA, on the GPU.
 
-Builds every variant fact renders (128 queries x 64 or 128 keys per block, cooperative or ping-pong) for
-head dims 64 and 128, with and without the causal mask; verifies each with fact's protocol in a worker;
-times the verified ones beside `F.scaled_dot_product_attention` (PyTorch's own backend choice) at equal
+Builds a set of the variants fact renders for head dims 64 and 128, with and without the causal mask:
+`--variants tiles`, 128 queries x 64 or 128 keys per block, cooperative or ping-pong; `--variants turns`,
+128 queries x 128 keys, with and without the two consumer warpgroups taking turns at the softmax, and
+128 x 256 with turns (3 key/value stages at head dim 128, where 5 do not fit). Verifies each with fact's
+protocol in a worker; times the verified ones beside `F.scaled_dot_product_attention` (PyTorch's own backend choice) at equal
 precision: bf16 inputs and outputs, fp32 softmax and accumulation on both sides.
 
 Timing: CUDA events, L2 flushed before every run, the device synchronised before the end event, three
@@ -11,7 +13,7 @@ input sets taken in turn, every kernel and SDPA timed in turn over the rounds (`
 the median of the per-round medians. Inputs are [B, S, H, D] storage seen as [B, H, S, D], as a module's
 head split makes them.
 
-    python scripts/gpu_fmha_tiles.py --out OUT [--jobs 16] [--rounds 6] [--reps 10]
+    python scripts/gpu_fmha_tiles.py --out OUT [--variants tiles|turns] [--jobs 16] [--rounds 6] [--reps 10]
 """
 
 from __future__ import annotations
@@ -41,10 +43,19 @@ from fact.verify import Job, run_job
 SHAPES = ((8, 16, 1024), (2, 16, 4096), (32, 16, 512))  # batch, heads, sequence
 
 
-def variants() -> list[FmhaSpec]:
-    return [FmhaSpec(Arch.SM90, DType.BF16, d, causal, 128, keys, schedule).validate()
-            for d, causal, keys, schedule in itertools.product((64, 128), (False, True), (64, 128),
-                                                               (Schedule.COOPERATIVE, Schedule.PINGPONG))]
+def variants(kind: str = "tiles") -> list[FmhaSpec]:
+    schedules = (Schedule.COOPERATIVE, Schedule.PINGPONG)
+    if kind == "tiles":
+        return [FmhaSpec(Arch.SM90, DType.BF16, d, causal, 128, keys, schedule).validate()
+                for d, causal, keys, schedule in itertools.product((64, 128), (False, True), (64, 128), schedules)]
+    specs = []
+    for d, causal, keys, schedule, turns in itertools.product((64, 128), (False, True), (128, 256), schedules,
+                                                              (False, True)):
+        if keys == 256 and not turns:
+            continue  # 256 keys: timed with turns only
+        stages = 3 if keys * d > 128 * 128 else 5
+        specs.append(FmhaSpec(Arch.SM90, DType.BF16, d, causal, 128, keys, schedule, turns, stages).validate())
+    return specs
 
 
 def verify(specs: list[FmhaSpec], builds: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +109,7 @@ def time_config(d: int, causal: bool, shape: tuple[int, int, int], kernels: dict
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--variants", choices=("tiles", "turns"), default="tiles")
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--reps", type=int, default=10)
@@ -111,11 +123,11 @@ def main() -> int:
     out: dict[str, Any] = {**env_info(), "torch_sdpa_backends": {
         "flash": torch.backends.cuda.flash_sdp_enabled(), "cudnn": torch.backends.cuda.cudnn_sdp_enabled(),
         "mem_efficient": torch.backends.cuda.mem_efficient_sdp_enabled()}}
-    specs = variants()
+    specs = variants(args.variants)
     cache = BuildCache()
     out["builds"] = build_all(specs, {}, cache, args.jobs)
     out["verify"] = verify(specs, out["builds"])
-    (args.out / "fmha_tiles.json").write_text(json.dumps(out, indent=1, default=str))
+    (args.out / f"fmha_{args.variants}.json").write_text(json.dumps(out, indent=1, default=str))
     def load(spec: FmhaSpec) -> Any:
         b = out["builds"][spec.name]
         return wrap(spec, load_library(b["library"], b["module"]))
@@ -127,7 +139,7 @@ def main() -> int:
         for shape in SHAPES:
             rows.append(time_config(d, causal, shape, kernels, args.rounds, args.reps))
             out["rows"] = rows
-            (args.out / "fmha_tiles.json").write_text(json.dumps(out, indent=1, default=str))
+            (args.out / f"fmha_{args.variants}.json").write_text(json.dumps(out, indent=1, default=str))
     return 0
 
 

@@ -51,9 +51,13 @@ def cases_for(spec: KernelSpec) -> list[Any]:
         return default_gemm_cases(spec, target)
     assert isinstance(spec, FmhaSpec)
     if spec.family == "fmha_sm90":
-        d = spec.head_dim
-        return [AttnCase(2, 4, 256, d), AttnCase(1, 3, 384, d), AttnCase(4, 2, 128, d), AttnCase(8, 16, 512, d),
-                AttnCase(1, 3, 384, d, special=True)]
+        d, t = spec.head_dim, spec.keys_per_block
+
+        def tiled(seq: int) -> int:  # example 88 takes whole key tiles
+            return -(-seq // t) * t
+
+        return [AttnCase(2, 4, tiled(256), d), AttnCase(1, 3, tiled(384), d), AttnCase(4, 2, tiled(128), d),
+                AttnCase(8, 16, tiled(512), d), AttnCase(1, 3, tiled(384), d, special=True)]
     dims = [96, spec.head_dim] if spec.head_dim == 128 else [spec.head_dim, spec.head_dim // 2 + 8]
     cases = [AttnCase(2, 4, 200, dims[0]), AttnCase(1, 3, 77, dims[1]), AttnCase(3, 2, 333, dims[0]),
              AttnCase(3, 2, 333, dims[0], special=True)]

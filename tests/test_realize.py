@@ -72,8 +72,12 @@ def test_names_and_keys() -> None:
     (GemmSpec(Arch.SM80, DType.F64, Precision.EXACT, Layout.ROW, Layout.COL), "not supported"),
     (FmhaSpec(Arch.SM90, DType.F32, 128, True), "fp32 uses the sm80"),
     (FmhaSpec(Arch.SM90, DType.F16, 96, True, 128, 128), "use the sm80 kernel"),
-    (FmhaSpec(Arch.SM90, DType.F16, 64, True, 64, 64), "128 queries x 64 or 128 keys"),
+    (FmhaSpec(Arch.SM90, DType.F16, 64, True, 64, 64), "128 queries x 64, 128 or 256 keys"),
     (FmhaSpec(Arch.SM80, DType.F16, 64, True, schedule=Schedule.PINGPONG), "no kernel schedule"),
+    (FmhaSpec(Arch.SM80, DType.F16, 64, True, softmax_in_turns=True), "no softmax turns"),
+    (FmhaSpec(Arch.SM80, DType.F16, 64, True, kv_stages=3), "no softmax turns or key/value stages"),
+    (FmhaSpec(Arch.SM90, DType.BF16, 128, False, 128, 256), "5 key/value stages needs 361472 bytes"),
+    (FmhaSpec(Arch.SM90, DType.BF16, 64, False, 128, 128, kv_stages=1), "2-8 key/value stages"),
     (FmhaSpec(Arch.SM80, DType.BF16, 256, True), "kMaxK"),
 ])
 def test_unsupported_combinations_are_refused(spec, reason) -> None:
@@ -97,6 +101,14 @@ def test_specs_for_the_block() -> None:
     attn = spec_for(by["softmax"], "sm90")
     assert isinstance(attn, FmhaSpec) and attn.family == "fmha_sm80"  # head dim 96: example 41's kernel
     assert attn.head_dim == 128 and attn.causal
+
+
+def test_attention_fields_added_later_keep_the_keys_of_the_kernels_before_them() -> None:
+    spec = FmhaSpec(Arch.SM90, DType.F16, 128, True, 128, 128)
+    assert spec.key.startswith("e5518150d532")  # its key before schedules, softmax turns and stages existed
+    keys = {spec.key, replace(spec, softmax_in_turns=True).key, replace(spec, kv_stages=4).key,
+            replace(spec, schedule=Schedule.PINGPONG).key}
+    assert len(keys) == 4
 
 
 @pytest.mark.parametrize(("head_dim", "seq", "causal", "name"), [

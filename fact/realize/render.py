@@ -199,7 +199,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
         kernel = ENV.get_template(template).render(
             **common, element=spec.dtype.cutlass, head_dim=spec.head_dim, causal=spec.causal,
             queries_per_block=spec.queries_per_block, keys_per_block=spec.keys_per_block,
-            schedule_kernel=spec.schedule.kernel)
+            schedule_kernel=spec.schedule.kernel, softmax_in_turns=spec.softmax_in_turns,
+            kv_stages=spec.kv_stages)
         binding = ENV.get_template("binding.cpp.j2").render(
             **common, kind="attention", source_kind="none", dtype=_torch_dtype(spec.dtype), batched=False,
             causal=spec.causal, row_a=True, row_b=True)

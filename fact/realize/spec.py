@@ -173,9 +173,11 @@ COMPENSATED_PROMOTION = 32
 SPLITK_MIN_SLICE_DEPTH = 128
 
 
+# The shared memory one sm90 thread block may hold (227 KiB, opted in).
+SM90_SHARED_MEMORY = 232448
 # Shared memory the sm90 3xTF32 mainloop may fill: 227 KiB less a generous epilogue (two fp32 store
 # stages and two source stages of 128x32) and the kernel's barriers.
-_SPLIT_SMEM_BYTES = 232448 - 1024 - 65536
+_SPLIT_SMEM_BYTES = SM90_SHARED_MEMORY - 1024 - 65536
 
 
 def _dims(t: tuple[int, ...]) -> str:
@@ -434,6 +436,8 @@ class FmhaSpec:
     queries_per_block: int = 64  # the tile: sm80's kQueriesPerBlock x kKeysPerBlock, sm90's BlockQ x BlockKV
     keys_per_block: int = 64
     schedule: Schedule = Schedule.COOPERATIVE  # sm90 only: ping-pong is example 88's persistent kernel
+    softmax_in_turns: bool = False  # sm90 only: the two consumer warpgroups take turns at the softmax
+    kv_stages: int = 5  # sm90 only: key/value tiles in flight (example 88's default is 5)
 
     @property
     def family(self) -> str:
@@ -443,8 +447,10 @@ class FmhaSpec:
     def name(self) -> str:
         mask = "causal" if self.causal else "full"
         schedule = "_pingpong" if self.schedule is Schedule.PINGPONG else ""
+        turns = "_turns" if self.softmax_in_turns else ""
+        stages = f"_kv{self.kv_stages}" if self.kv_stages != 5 else ""
         return (f"{self.arch.value}_fmha_{self.dtype.value}_d{self.head_dim}_"
-                f"q{self.queries_per_block}k{self.keys_per_block}{schedule}_{mask}")
+                f"q{self.queries_per_block}k{self.keys_per_block}{schedule}{turns}{stages}_{mask}")
 
     @property
     def key(self) -> str:
@@ -454,6 +460,15 @@ class FmhaSpec:
     def op(self) -> str:
         """The kernel's custom op name in the `fact` namespace (epilogue constants live in the key)."""
         return f"{self.name}_{self.key[:8]}"
+
+    @property
+    def shared_memory(self) -> int:
+        """sm90: a lower bound on the shared memory example 88's kernel takes: one query tile per consumer
+        warpgroup, `kv_stages` key (or value) tiles, and 1 KiB of barriers. The persistent (ping-pong)
+        kernel also keeps its epilogue's tiles apart; a kernel this bound lets through and the device
+        cannot hold fails its launch, and verification rejects it."""
+        element = 2  # bf16 / f16
+        return (self.queries_per_block + self.kv_stages * self.keys_per_block) * self.head_dim * element + 1024
 
     def validate(self) -> FmhaSpec:
         if self.arch is Arch.SM80:
@@ -465,16 +480,24 @@ class FmhaSpec:
                 raise SpecError("queries and keys per block must be multiples of 32")
             if self.schedule is not Schedule.COOPERATIVE:
                 raise SpecError("sm80 attention (example 41) has no kernel schedule to choose")
+            if self.softmax_in_turns or self.kv_stages != 5:
+                raise SpecError("sm80 attention (example 41) has no softmax turns or key/value stages to choose")
         else:
             if self.dtype not in (DType.BF16, DType.F16):
                 raise SpecError("sm90 attention (example 88) takes bf16 or f16; fp32 uses the sm80 kernel")
             if self.head_dim not in (64, 128):
                 raise SpecError(f"sm90 attention head dim {self.head_dim} has no tile; use the sm80 kernel")
-            if self.queries_per_block != 128 or self.keys_per_block not in (64, 128):
-                raise SpecError(f"sm90 attention tiles are 128 queries x 64 or 128 keys (two consumer warpgroups), "
-                                f"not {self.queries_per_block} x {self.keys_per_block}")
+            if self.queries_per_block != 128 or self.keys_per_block not in (64, 128, 256):
+                raise SpecError(f"sm90 attention tiles are 128 queries x 64, 128 or 256 keys (two consumer "
+                                f"warpgroups), not {self.queries_per_block} x {self.keys_per_block}")
             if self.schedule not in (Schedule.COOPERATIVE, Schedule.PINGPONG):
                 raise SpecError(f"sm90 attention runs cooperative or ping-pong, not {self.schedule.value}")
+            if not 2 <= self.kv_stages <= 8:
+                raise SpecError(f"sm90 attention keeps 2-8 key/value stages, not {self.kv_stages}")
+            if self.shared_memory > SM90_SHARED_MEMORY:
+                raise SpecError(f"sm90 attention at {self.keys_per_block} keys x head dim {self.head_dim} with "
+                                f"{self.kv_stages} key/value stages needs {self.shared_memory} bytes of shared "
+                                f"memory, more than {SM90_SHARED_MEMORY}")
         return self
 
 
@@ -493,7 +516,8 @@ def _canon(value: Any) -> Any:
 
 # Fields added after kernels of their family existed, with the default those kernels had: of a spec by its
 # type, and of GEMM tiles.
-_ADDED_SPEC_FIELDS: dict[str, dict[str, Any]] = {"FmhaSpec": {"schedule": Schedule.COOPERATIVE.value}}
+_ADDED_SPEC_FIELDS: dict[str, dict[str, Any]] = {"FmhaSpec": {"schedule": Schedule.COOPERATIVE.value,
+                                                              "softmax_in_turns": False, "kv_stages": 5}}
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
                                        "raw_big": False, "plain_promotion": False}
 
