@@ -78,6 +78,7 @@ def test_names_and_keys() -> None:
     (FmhaSpec(Arch.SM80, DType.F16, 64, True, kv_stages=3), "no softmax turns or key/value stages"),
     (FmhaSpec(Arch.SM90, DType.BF16, 128, False, 128, 256), "5 key/value stages needs 361472 bytes"),
     (FmhaSpec(Arch.SM90, DType.BF16, 64, False, 128, 128, kv_stages=1), "2-8 key/value stages"),
+    (FmhaSpec(Arch.SM90, DType.BF16, 128, False, 128, 256, Schedule.PINGPONG, kv_stages=3), "263168 bytes"),
     (FmhaSpec(Arch.SM80, DType.BF16, 256, True), "kMaxK"),
 ])
 def test_unsupported_combinations_are_refused(spec, reason) -> None:

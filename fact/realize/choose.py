@@ -355,7 +355,9 @@ def sm90_attention_tile(causal: bool, seq: int) -> tuple[int, int, Schedule]:
     bf16, 512-4096 tokens (`results/realize/h200_2026-11-29_fmha_tiles/`), 128 keys a block ran 1.06-1.23x
     faster than 64 in every case. Ping-pong (example 88's persistent kernel, its query tile loaded apart)
     ran 1.02-1.18x faster than cooperative without a mask and from 1024 causal tokens (one case 1.3 %
-    slower: head dim 128, causal, 1024 tokens), and 3-12 % slower under a causal mask over 512 tokens."""
+    slower: head dim 128, causal, 1024 tokens), and 3-12 % slower under a causal mask over 512 tokens.
+    On another H200 the softmax in turns ran 0-2.6 % slower and 128 x 256 tiles 1.05-1.58x slower, so
+    neither is picked (`results/realize/h200_2026-11-29_fmha_turns/`)."""
     return 128, 128, (Schedule.COOPERATIVE if causal and seq <= 512 else Schedule.PINGPONG)
 
 

@@ -463,12 +463,17 @@ class FmhaSpec:
 
     @property
     def shared_memory(self) -> int:
-        """sm90: a lower bound on the shared memory example 88's kernel takes: one query tile per consumer
-        warpgroup, `kv_stages` key (or value) tiles, and 1 KiB of barriers. The persistent (ping-pong)
-        kernel also keeps its epilogue's tiles apart; a kernel this bound lets through and the device
+        """sm90: the shared memory example 88's kernel takes, as fact estimates it: one query tile per
+        consumer warpgroup, `kv_stages` key (or value) tiles and 1 KiB of barriers; the persistent
+        (ping-pong) kernel also keeps one output tile per warpgroup apart. On an H200, 128 x 256 at head
+        dim 128 with 3 stages ran cooperative and failed its launch as ping-pong, as this estimate says
+        (results/realize/h200_2026-11-29_fmha_turns/). A kernel the estimate lets through and the device
         cannot hold fails its launch, and verification rejects it."""
         element = 2  # bf16 / f16
-        return (self.queries_per_block + self.kv_stages * self.keys_per_block) * self.head_dim * element + 1024
+        tiles = self.queries_per_block + self.kv_stages * self.keys_per_block
+        if self.schedule is Schedule.PINGPONG:
+            tiles += self.queries_per_block
+        return tiles * self.head_dim * element + 1024
 
     def validate(self) -> FmhaSpec:
         if self.arch is Arch.SM80:
