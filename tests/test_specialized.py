@@ -94,6 +94,33 @@ def test_training_mode_runs_the_original_module_in_that_mode(attention) -> None:
         assert not module.training and not module.mha.training
 
 
+def test_a_replaced_parameter_or_submodule_is_what_the_next_call_computes_with() -> None:
+    torch.manual_seed(1)
+    module = SelfAttention().eval()
+    x = torch.randn(2, 64, 256)
+    composed, _ = _composed(module, x)
+    assert composed._held, "the graph holds none of the original's tensors: nothing would be checked"
+    with torch.no_grad():
+        # a parameter replaced by one of the same layout: shared into the graph, which keeps serving
+        module.mha.out_proj.weight = nn.Parameter(torch.randn_like(module.mha.out_proj.weight))
+        before = composed.graph_calls
+        torch.testing.assert_close(composed(x), module(x), rtol=1e-5, atol=1e-5)
+        assert composed.graph_calls == before + 1
+        # a whole submodule replaced, its tensors of the same layout: likewise
+        module.mha.out_proj = nn.Linear(256, 256).eval()
+        torch.testing.assert_close(composed(x), module(x), rtol=1e-5, atol=1e-5)
+        assert composed.graph_calls == before + 2
+        # a replaced submodule in training mode (dropout): the original, in that mode
+        module.mha.out_proj.train()
+        assert torch.equal(composed(x), module(x)) and composed.graph_calls == before + 2
+        module.mha.out_proj.eval()
+        # a tensor of another layout, which the graph's fixed sizes cannot take: the original
+        module.mha.out_proj.bias = nn.Parameter(torch.randn(256).double())
+        with pytest.raises(RuntimeError):  # the original's own answer: a float64 bias in a float32 linear
+            composed(x)
+        assert composed.graph_calls == before + 2
+
+
 def test_the_state_dict_is_the_original_modules_and_loads_into_both_paths(attention) -> None:
     module, composed, x = attention
     assert list(composed.state_dict()) == list(module.state_dict())

@@ -48,7 +48,9 @@ class Specialized(nn.Module):
     with `assign=True`, and a conversion such as `.to()` keep them shared), and the state dict is the
     original module's: a checkpoint of it loads as it is. train() and eval() set the original's mode; the
     graph computes in eval mode only (export took dropout out), so a call while any module of the original
-    trains (after `model.train()` on the caller's own reference too) runs the original. `graph_calls` and
+    trains (after `model.train()` on the caller's own reference too) runs the original. A parameter or
+    submodule the caller replaces is seen at the next call: shared into the graph where its layout is the
+    one the graph was fixed to, else the call runs the original. `graph_calls` and
     `original_calls` count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
@@ -56,7 +58,7 @@ class Specialized(nn.Module):
         self.graph = _unguarded(graph)
         self.original = original
         self.signature = signature(example_inputs)
-        self._every_module = tuple(original.modules())  # read on every call for its mode (not registered twice)
+        self._held = _held(self.graph, original)
         self.training = original.training
         self.graph_calls = 0
         self.original_calls = 0
@@ -71,11 +73,35 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not any(m.training for m in self._every_module) and signature(args) == self.signature:
+        if (not kwargs and not any(m.training for m in self.original.modules())
+                and signature(args) == self.signature and self._holds_the_originals_tensors()):
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
         return self.original(*args, **kwargs)
+
+    def _holds_the_originals_tensors(self) -> bool:
+        """Whether the graph computes with the original's parameters and buffers as they are now. One the
+        caller replaced (`model.fc.weight = nn.Parameter(w)`, or a whole submodule) by a tensor of the same
+        shape, strides, dtype and device is shared into the graph; any other change (a tensor of another
+        shape, one removed) leaves the call to the original, which the graph's fixed sizes cannot serve."""
+        stale = {name: now for name, held in self._held.items()
+                 if (now := _tensor_at(self.original, name)) is not held}
+        if not stale:
+            return True
+        if not all(now is not None and _same_layout(now, self._held[name]) for name, now in stale.items()):
+            return False
+        self._reshare()
+        return True
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "_held" not in self.__dict__:  # pickled before the wrapper kept it
+            self._held = _held(self.graph, self.original)
+
+    def _reshare(self) -> None:
+        _share(self.graph, self.original)
+        self._held = _held(self.graph, self.original)
 
     def train(self, mode: bool = True) -> Specialized:
         self.training = mode
@@ -84,7 +110,7 @@ class Specialized(nn.Module):
 
     def _apply(self, fn: Any, recurse: bool = True) -> Specialized:
         super()._apply(fn, recurse)
-        _share(self.graph, self.original)  # a conversion gives each module its own copy of a buffer
+        self._reshare()  # a conversion gives each module its own copy of a buffer
         return self
 
 
@@ -131,11 +157,41 @@ def _unfindable(module_name: str) -> bool:
         return True
 
 
+def _owned(original: nn.Module) -> dict[str, torch.Tensor]:
+    own: dict[str, torch.Tensor] = dict(original.named_parameters(remove_duplicate=False))
+    own.update(original.named_buffers(remove_duplicate=False))
+    return own
+
+
+def _held(graph: nn.Module, original: nn.Module) -> dict[str, torch.Tensor]:
+    """The original's tensors the graph (or a subgraph its Dispatch modules fall back on) holds, by the
+    original's names for them."""
+    out = {}
+    for name, tensor in _owned(original).items():
+        if any(_tensor_at(g, name) is tensor for g in graph.modules() if isinstance(g, torch.fx.GraphModule)):
+            out[name] = tensor
+    return out
+
+
+def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
+    path, _, field = name.rpartition(".")
+    try:
+        holder = module.get_submodule(path)
+    except AttributeError:
+        return None
+    tensor = holder._parameters.get(field)
+    return tensor if tensor is not None else holder._buffers.get(field)
+
+
+def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) == (b.shape, b.stride(), b.dtype, b.device,
+                                                                         b.requires_grad)
+
+
 def _share(graph: nn.Module, original: nn.Module) -> None:
     """Point each parameter and buffer of the graph, and of the subgraphs its Dispatch modules fall back on
     (they hold the tensors under the same names), at the original's tensor of that name."""
-    own: dict[str, torch.Tensor] = dict(original.named_parameters(remove_duplicate=False))
-    own.update(original.named_buffers(remove_duplicate=False))
+    own = _owned(original)
     for g in [m for m in graph.modules() if isinstance(m, torch.fx.GraphModule)]:
         for name, tensor in own.items():
             path, _, field = name.rpartition(".")
@@ -192,7 +248,7 @@ def _into_original(module: Specialized, state_dict: dict[str, Any], prefix: str,
 def _loaded(module: Specialized, incompatible: Any) -> None:
     """After a load: the graph holds the original's tensors again (an assigning load gave the original new
     ones), and the keys a strict load complains of are named as the original's checkpoint names them."""
-    _share(module.graph, module.original)
+    module._reshare()
     inside = module._loading_prefix + "original."
     for keys in (incompatible.missing_keys, incompatible.unexpected_keys):
         keys[:] = [module._loading_prefix + k[len(inside):] if k.startswith(inside) else k for k in keys]
