@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,24 +42,30 @@ def signature(args: Sequence[Any]) -> tuple[Any, ...]:
 
 class Specialized(nn.Module):
     """A composed graph fixed to the example call (`graph`) beside the module it was exported from
-    (`original`): a call of the example's signature (`signature`), without keyword arguments and with
-    every module of the original in eval mode, runs the graph; any other call runs the original module.
+    (`original`): a call of the example's signature (`signature`), without keyword arguments, with every
+    module of the original in eval mode and the original as the graph was fixed to it, runs the graph; any
+    other call runs the original module.
 
-    The two share their parameters and buffers (torch.export keeps the module's own tensors; a load, even
-    with `assign=True`, and a conversion such as `.to()` keep them shared), and the state dict is the
-    original module's: a checkpoint of it loads as it is. train() and eval() set the original's mode; the
-    graph computes in eval mode only (export took dropout out), so a call while any module of the original
-    trains (after `model.train()` on the caller's own reference too) runs the original. A parameter or
-    submodule the caller replaces is seen at the next call: shared into the graph where its layout is the
-    one the graph was fixed to, else the call runs the original. `graph_calls` and
-    `original_calls` count the calls each took."""
+    The two share their parameters and buffers (torch.export keeps the module's own tensors), and the state
+    dict is the original module's: a checkpoint of it loads as it is. A load, even with `assign=True`, and a
+    conversion such as `.to()` keep the tensors shared, and the graph keeps serving while every tensor keeps
+    the shape, dtype and device it was fixed to and tied tensors stay tied. train() and eval() set the
+    original's mode; the graph computes in eval mode only (export took dropout out), so a call while any
+    module of the original trains (after `model.train()` on the caller's own reference too) runs the
+    original. So does every call after the caller changes what the graph was fixed to (`_unchanged`): a
+    parameter, buffer or tensor attribute replaced or given another shape, dtype or device (`.half()`, `.data
+    =`), a submodule replaced, a forward hook added, a forward patched. A changed plain setting (a
+    LayerNorm's `eps`) is not seen: synthesize again after changing one. `graph_calls` and `original_calls`
+    count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
         super().__init__()
         self.graph = _unguarded(graph)
         self.original = original
         self.signature = signature(example_inputs)
-        self._held = _held(self.graph, original)
+        self._fixed = _Snapshot.of(original)  # the original as the graph was fixed to it
+        self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
+        self._held_at = _held_at(self.graph, original)
         self.training = original.training
         self.graph_calls = 0
         self.original_calls = 0
@@ -73,35 +80,36 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if (not kwargs and not any(m.training for m in self.original.modules())
-                and signature(args) == self.signature and self._holds_the_originals_tensors()):
+        if not kwargs and self._unchanged() and signature(args) == self.signature:
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
         return self.original(*args, **kwargs)
 
-    def _holds_the_originals_tensors(self) -> bool:
-        """Whether the graph computes with the original's parameters and buffers as they are now. One the
-        caller replaced (`model.fc.weight = nn.Parameter(w)`, or a whole submodule) by a tensor of the same
-        shape, strides, dtype and device is shared into the graph; any other change (a tensor of another
-        shape, one removed) leaves the call to the original, which the graph's fixed sizes cannot serve."""
-        stale = {name: now for name, held in self._held.items()
-                 if (now := _tensor_at(self.original, name)) is not held}
-        if not stale:
-            return True
-        if not all(now is not None and _same_layout(now, self._held[name]) for name, now in stale.items()):
-            return False
-        self._reshare()
-        return True
+    def _unchanged(self) -> bool:
+        """Whether the original is, in every respect the graph was fixed to, what it was at synthesis or at
+        the last load or conversion, and in eval mode."""
+        return self._current is not None and self._current.holds(self.original)
+
+    def _reshare(self) -> None:
+        """After a load or a conversion: the graph takes the original's tensors, and serves while they keep
+        the layouts and ties it was fixed to and the modules are the same."""
+        _share(self.graph, self.original)
+        now = _Snapshot.of(self.original)
+        shared = all(_tensor_at(g, name) is _tensor_at(self.original, name) for g, name in self._held_at)
+        self._current = now if shared and now.same_shape_as(self._fixed) else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_current", None)  # holds the modules' own dicts: taken again on load
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
-        if "_held" not in self.__dict__:  # pickled before the wrapper kept it
-            self._held = _held(self.graph, self.original)
-
-    def _reshare(self) -> None:
-        _share(self.graph, self.original)
-        self._held = _held(self.graph, self.original)
+        if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
+            self._fixed = _Snapshot.of(self.original)
+            self._held_at = _held_at(self.graph, self.original)
+        self._reshare()
 
     def train(self, mode: bool = True) -> Specialized:
         self.training = mode
@@ -112,6 +120,72 @@ class Specialized(nn.Module):
         super()._apply(fn, recurse)
         self._reshare()  # a conversion gives each module its own copy of a buffer
         return self
+
+
+_Slot = tuple[dict[str, Any], str, Any, Any]  # a module's dict, the name in it, its tensor (or None), layout
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a graph exported from `original` is fixed to, in a form checked on every call at a few dict
+    reads per module and tensor: each submodule link, each module's class, mode, forward hooks and patched
+    forward, and each parameter, buffer and tensor attribute (None included) with its shape, dtype and
+    device."""
+
+    links: tuple[tuple[dict[str, Any], str, nn.Module | None], ...]
+    modules: tuple[tuple[nn.Module, type, int, int, Any], ...]
+    slots: tuple[_Slot, ...]
+    global_hooks: tuple[int, int]
+
+    @staticmethod
+    def of(original: nn.Module) -> _Snapshot:
+        from torch.nn.modules import module as nn_module
+
+        unique = list({id(m): m for m in original.modules()}.values())
+        links = tuple((m._modules, name, child) for m in unique for name, child in m._modules.items())
+        modules = tuple((m, type(m), len(m._forward_hooks), len(m._forward_pre_hooks), m.__dict__.get("forward"))
+                        for m in unique)
+        slots = []
+        for m in unique:
+            for table in (m._parameters, m._buffers):
+                slots += [(table, name, t, _layout(t)) for name, t in table.items()]
+            slots += [(m.__dict__, name, t, _layout(t)) for name, t in m.__dict__.items()
+                      if isinstance(t, torch.Tensor)]
+        return _Snapshot(links, modules, tuple(slots), (len(nn_module._global_forward_hooks),
+                                                          len(nn_module._global_forward_pre_hooks)))
+
+    def holds(self, original: nn.Module) -> bool:
+        from torch.nn.modules import module as nn_module
+
+        if (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks)) != self.global_hooks:
+            return False
+        if any(table.get(name) is not child for table, name, child in self.links):
+            return False
+        for m, cls, hooks, pre_hooks, forward in self.modules:
+            if (m.training or type(m) is not cls or len(m._forward_hooks) != hooks
+                    or len(m._forward_pre_hooks) != pre_hooks or m.__dict__.get("forward") is not forward):
+                return False
+        for table, name, t, layout in self.slots:
+            if table.get(name) is not t:
+                return False
+            if t is not None and (t.dtype is not layout[1] or t.shape != layout[0] or t.device != layout[2]):
+                return False
+        return True
+
+    def same_shape_as(self, fixed: _Snapshot) -> bool:
+        """The same modules, links, hooks, layouts and ties as `fixed`, whatever the tensors' identities."""
+        def ties(slots: tuple[_Slot, ...]) -> list[int]:
+            first: dict[int, int] = {}
+            return [first.setdefault(id(t), i) if t is not None else -1 for i, (_, _, t, _) in enumerate(slots)]
+
+        return (self.modules == fixed.modules and self.global_hooks == fixed.global_hooks
+                and [(id(a), n, id(c)) for a, n, c in self.links] == [(id(a), n, id(c)) for a, n, c in fixed.links]
+                and [(id(a), n, lay) for a, n, _, lay in self.slots] == [(id(a), n, lay) for a, n, _, lay in fixed.slots]
+                and ties(self.slots) == ties(fixed.slots))
+
+
+def _layout(t: Any) -> Any:
+    return None if t is None else (t.shape, t.dtype, t.device)
 
 
 def _unguarded(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -163,14 +237,11 @@ def _owned(original: nn.Module) -> dict[str, torch.Tensor]:
     return own
 
 
-def _held(graph: nn.Module, original: nn.Module) -> dict[str, torch.Tensor]:
-    """The original's tensors the graph (or a subgraph its Dispatch modules fall back on) holds, by the
-    original's names for them."""
-    out = {}
-    for name, tensor in _owned(original).items():
-        if any(_tensor_at(g, name) is tensor for g in graph.modules() if isinstance(g, torch.fx.GraphModule)):
-            out[name] = tensor
-    return out
+def _held_at(graph: nn.Module, original: nn.Module) -> list[tuple[torch.fx.GraphModule, str]]:
+    """Where the graph (or a subgraph its Dispatch modules fall back on) holds one of the original's
+    tensors, under the original's name for it."""
+    return [(g, name) for name, tensor in _owned(original).items()
+            for g in graph.modules() if isinstance(g, torch.fx.GraphModule) and _tensor_at(g, name) is tensor]
 
 
 def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
@@ -179,13 +250,10 @@ def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
         holder = module.get_submodule(path)
     except AttributeError:
         return None
-    tensor = holder._parameters.get(field)
-    return tensor if tensor is not None else holder._buffers.get(field)
-
-
-def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return (a.shape, a.stride(), a.dtype, a.device, a.requires_grad) == (b.shape, b.stride(), b.dtype, b.device,
-                                                                         b.requires_grad)
+    for table in (holder._parameters, holder._buffers, holder.__dict__):
+        if isinstance(tensor := table.get(field), torch.Tensor):
+            return tensor
+    return None
 
 
 def _share(graph: nn.Module, original: nn.Module) -> None:

@@ -469,6 +469,8 @@ class FmhaSpec:
         dim 128 with 3 stages ran cooperative and failed its launch as ping-pong, as this estimate says
         (results/realize/h200_2026-11-29_fmha_turns/). A kernel the estimate lets through and the device
         cannot hold fails its launch, and verification rejects it."""
+        if self.arch is not Arch.SM90:
+            raise SpecError("the shared-memory estimate is sm90's (example 88); example 41 sizes its own")
         element = 2  # bf16 / f16
         tiles = self.queries_per_block + self.kv_stages * self.keys_per_block
         if self.schedule is Schedule.PINGPONG:
@@ -500,9 +502,11 @@ class FmhaSpec:
             if not 2 <= self.kv_stages <= 8:
                 raise SpecError(f"sm90 attention keeps 2-8 key/value stages, not {self.kv_stages}")
             if self.shared_memory > SM90_SHARED_MEMORY:
+                apart = (" (ping-pong keeps an output tile per warpgroup apart)"
+                         if self.schedule is Schedule.PINGPONG else "")
                 raise SpecError(f"sm90 attention at {self.keys_per_block} keys x head dim {self.head_dim} with "
                                 f"{self.kv_stages} key/value stages needs {self.shared_memory} bytes of shared "
-                                f"memory, more than {SM90_SHARED_MEMORY}")
+                                f"memory{apart}, more than {SM90_SHARED_MEMORY}")
         return self
 
 
