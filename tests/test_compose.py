@@ -522,6 +522,13 @@ def test_multihead_attention_runs_its_attention_on_the_kernel_and_its_head_merge
     with torch.no_grad():
         assert torch.equal(composed(other), module(other))
     assert composed.original_calls == 1
+    graph_calls = composed.graph_calls
+    with torch.no_grad():
+        composed(x)  # float64 and back in place (above) left the module as its graph was fixed to it
+        assert composed.graph_calls == graph_calls + 1
+        module.mha.out_proj.weight = nn.Parameter(torch.randn_like(module.mha.out_proj.weight))
+        assert torch.equal(composed(x), module(x))  # a replaced weight: the module itself
+    assert composed.graph_calls == graph_calls + 1 and composed.original_calls == 2
 
 
 _LOAD_ON_GPU = """
