@@ -5,7 +5,9 @@ kernels behind the ops (the GPU test in test_compose.py uses the built ones)."""
 
 from __future__ import annotations
 
+import copy
 import io
+import pickle
 from types import SimpleNamespace
 
 import pytest
@@ -114,15 +116,48 @@ def _graph_ran(composed: Specialized, x: torch.Tensor) -> bool:
     return composed.graph_calls == before + 1
 
 
+class _Grown(nn.Module):
+    """A forward that reads what it finds: more layers, an optional mask, an optional norm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(16, 16)])
+        self.mask: torch.Tensor | None = None
+        self.norm: nn.Module | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        x = x if self.mask is None else x * self.mask
+        return x if self.norm is None else self.norm(x)
+
+
 @pytest.mark.parametrize("change", [
     "untie", "replace_parameter", "replace_submodule", "replace_attribute", "half", "data_double",
-    "forward_hook", "global_hook", "patched_forward", "parameter_deleted"])
+    "forward_hook", "global_hook", "patched_forward", "parameter_deleted", "hook_swapped", "class_forward",
+    "autocast", "grown_layers", "grown_mask", "grown_norm"])
 def test_any_change_to_what_the_graph_was_fixed_to_runs_the_original(change: str) -> None:
     torch.manual_seed(2)
-    module, x = _Tied().eval(), torch.randn(4, 16)
+    module, x = (_Grown() if change.startswith("grown") else _Tied()).eval(), torch.randn(4, 16)
+    if change == "hook_swapped":  # one hook at synthesis, another of the same count after
+        module.a.register_forward_hook(lambda m, i, o: o).remove()
+        first = module.a.register_forward_hook(lambda m, i, o: o)
     composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
     assert _graph_ran(composed, x)
     undo = None
+    if change == "hook_swapped":
+        first.remove()
+        undo = module.a.register_forward_hook(lambda m, i, o: o * 0)
+    elif change == "class_forward":  # a library patching a class its models use
+        original_forward = nn.Linear.forward
+        nn.Linear.forward = lambda self, t: original_forward(self, t) * 2  # type: ignore[method-assign]
+        undo = SimpleNamespace(remove=lambda: setattr(nn.Linear, "forward", original_forward))
+    elif change == "grown_layers":
+        module.layers.append(nn.Linear(16, 16).eval())
+    elif change == "grown_mask":
+        module.mask = torch.full((16,), 0.5)
+    elif change == "grown_norm":
+        module.norm = nn.LayerNorm(16).eval()
     if change == "untie":
         module.b.weight = nn.Parameter(module.a.weight.detach().clone())
     elif change == "replace_parameter":
@@ -151,12 +186,15 @@ def test_any_change_to_what_the_graph_was_fixed_to_runs_the_original(change: str
                 with pytest.raises(RuntimeError):
                     composed(x)
                 assert composed.graph_calls == 1
+            elif change == "autocast":  # the graph holds the dtypes it traced
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    assert torch.equal(composed(x), module(x)) and composed.graph_calls == 1
             else:
                 assert not _graph_ran(composed, x)
     finally:
         if undo is not None:
             undo.remove()
-    if undo is not None:  # the hook gone, the graph serves again
+    if change in ("forward_hook", "global_hook", "class_forward", "autocast"):  # undone: the graph serves again
         assert _graph_ran(composed, x)
 
 
@@ -176,6 +214,41 @@ def test_loads_and_conversions_keep_the_graph_serving_while_it_can() -> None:
     composed.double()  # another dtype than the graph's: the original, until the conversion back
     assert not _graph_ran(composed, x.double())
     composed.float()
+    assert _graph_ran(composed, x)
+
+
+def test_the_graph_serves_after_a_copy_a_conversion_of_its_constants_and_a_hook_during_a_load() -> None:
+    torch.manual_seed(4)
+    module, x = _Tied().eval(), torch.randn(4, 16)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    for copied in (copy.deepcopy(composed), pickle.loads(pickle.dumps(composed))):
+        assert _graph_ran(copied, x)  # the tensor attribute `gain` included
+        copied.original.gain.fill_(5.0)  # written in place: the graph reads the same tensor
+        assert _graph_ran(copied, x)
+    composed.half()
+    composed.float()  # the graph's copy of `gain` converted and back: it holds the original's again
+    assert composed.graph.gain is module.gain
+    module.gain.fill_(3.0)
+    assert _graph_ran(composed, x)
+    hook = module.a.register_forward_hook(lambda m, i, o: o * 0)
+    composed.load_state_dict(module.state_dict())  # a load while a hook is on: the original while it is
+    assert not _graph_ran(composed, x)
+    hook.remove()
+    assert _graph_ran(composed, x)
+
+
+def test_a_float_argument_is_matched_by_its_bits() -> None:
+    assert signature([0.0]) != signature([-0.0])  # a graph holds the argument as a constant
+    assert signature([float("nan")]) == signature([float("nan")])
+
+
+def test_old_weight_norm_which_sets_its_weight_at_every_call_keeps_the_graph_serving() -> None:
+    torch.manual_seed(5)
+    module = nn.Sequential(torch.nn.utils.weight_norm(nn.Linear(16, 16))).eval()
+    x = torch.randn(4, 16)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    with torch.no_grad():
+        composed(torch.randn(3, 16))  # another batch: the original, whose hook sets `weight` again
     assert _graph_ran(composed, x)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -24,6 +24,11 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+def _autocasting() -> bool:
+    """Whether autocast is on: export's graph holds the dtypes it traced (its casts assert them)."""
+    return torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")
 
 
 def signature(args: Sequence[Any]) -> tuple[Any, ...]:
@@ -36,6 +41,10 @@ def signature(args: Sequence[Any]) -> tuple[Any, ...]:
     def one(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
             return "tensor", tuple(x.shape), x.stride(), x.dtype, x.device
+        if isinstance(x, float):  # by its bits: -0.0 is not 0.0 to a graph that holds it as a constant
+            return "value", float, x.hex()
+        if isinstance(x, complex):
+            return "value", complex, x.real.hex(), x.imag.hex()
         return ("value", type(x), x) if isinstance(x, _PLAIN) else ("object", id(x))
     return spec, tuple(one(x) for x in leaves)
 
@@ -52,9 +61,10 @@ class Specialized(nn.Module):
     the shape, dtype and device it was fixed to and tied tensors stay tied. train() and eval() set the
     original's mode; the graph computes in eval mode only (export took dropout out), so a call while any
     module of the original trains (after `model.train()` on the caller's own reference too) runs the
-    original. So does every call after the caller changes what the graph was fixed to (`_unchanged`): a
-    parameter, buffer or tensor attribute replaced or given another shape, dtype or device (`.half()`, `.data
-    =`), a submodule replaced, a forward hook added, a forward patched. A changed plain setting (a
+    original. So does a call under autocast, and every call after the caller changes what the graph was
+    fixed to (`_unchanged`): a parameter, buffer or tensor attribute replaced or given another shape, dtype
+    or device (`.half()`, `.data =`), one added or set where it was None, a submodule replaced or added, a
+    forward hook added or swapped, a forward patched on the module or its class. A changed plain setting (a
     LayerNorm's `eps`) is not seen: synthesize again after changing one. `graph_calls` and `original_calls`
     count the calls each took."""
 
@@ -63,9 +73,9 @@ class Specialized(nn.Module):
         self.graph = _unguarded(graph)
         self.original = original
         self.signature = signature(example_inputs)
-        self._fixed = _Snapshot.of(original)  # the original as the graph was fixed to it
-        self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
         self._held_at = _held_at(self.graph, original)
+        self._fixed = self._snapshot()  # the original as the graph was fixed to it
+        self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
         self.training = original.training
         self.graph_calls = 0
         self.original_calls = 0
@@ -80,7 +90,7 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and self._unchanged() and signature(args) == self.signature:
+        if not kwargs and not _autocasting() and self._unchanged() and signature(args) == self.signature:
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
@@ -95,20 +105,26 @@ class Specialized(nn.Module):
         """After a load or a conversion: the graph takes the original's tensors, and serves while they keep
         the layouts and ties it was fixed to and the modules are the same."""
         _share(self.graph, self.original)
-        now = _Snapshot.of(self.original)
+        now = self._snapshot()
         shared = all(_tensor_at(g, name) is _tensor_at(self.original, name) for g, name in self._held_at)
-        self._current = now if shared and now.same_shape_as(self._fixed) else None
+        fixed = self._fixed  # hooks and forwards as the graph traced them, whatever was there at this load
+        self._current = (replace(now, modules=fixed.modules, global_hooks=fixed.global_hooks)
+                         if shared and now.same_shape_as(fixed) else None)
+
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot.of(self.original, frozenset(name for _, name in self._held_at))
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        state.pop("_current", None)  # holds the modules' own dicts: taken again on load
+        state.pop("_current", None)  # taken again on load
+        state.pop("_held_at", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
+        self._held_at = _held_at(self.graph, self.original)
         if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
-            self._fixed = _Snapshot.of(self.original)
-            self._held_at = _held_at(self.graph, self.original)
+            self._fixed = self._snapshot()
         self._reshare()
 
     def train(self, mode: bool = True) -> Specialized:
@@ -122,66 +138,93 @@ class Specialized(nn.Module):
         return self
 
 
-_Slot = tuple[dict[str, Any], str, Any, Any]  # a module's dict, the name in it, its tensor (or None), layout
+_Slot = tuple[Any, str, Any, Any]  # a module's table (or, for a tensor attribute, the module), name, tensor, layout
 
 
 @dataclass(frozen=True)
 class _Snapshot:
     """What a graph exported from `original` is fixed to, in a form checked on every call at a few dict
-    reads per module and tensor: each submodule link, each module's class, mode, forward hooks and patched
-    forward, and each parameter, buffer and tensor attribute (None included) with its shape, dtype and
-    device."""
+    reads per module and tensor: each module's links to its children, its class, mode, forward hooks and
+    forward (patched on it or on its class), how many children, parameters and buffers it has (one added
+    is seen too), and each parameter, buffer and tensor attribute the graph holds (None entries included)
+    with its shape, dtype and device."""
 
     links: tuple[tuple[dict[str, Any], str, nn.Module | None], ...]
-    modules: tuple[tuple[nn.Module, type, int, int, Any], ...]
-    slots: tuple[_Slot, ...]
-    global_hooks: tuple[int, int]
+    modules: tuple[tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int], ...]
+    slots: tuple[_Slot, ...]  # parameters and buffers: (the module's table, name, tensor, layout)
+    attributes: tuple[_Slot, ...]  # tensor attributes: (the module, name, tensor, layout)
+    global_hooks: tuple[tuple[int, ...], tuple[int, ...]]
 
     @staticmethod
-    def of(original: nn.Module) -> _Snapshot:
-        from torch.nn.modules import module as nn_module
-
-        unique = list({id(m): m for m in original.modules()}.values())
+    def of(original: nn.Module, watched: frozenset[str]) -> _Snapshot:
+        """`watched`: the tensor attributes (by dotted name) the graph holds; the others (old-style
+        weight_norm's `weight`, which its hook sets again at every call of the module) are not read."""
+        paths: dict[int, list[str]] = {}
+        unique = []
+        for path, m in original.named_modules(remove_duplicate=False):
+            if id(m) not in paths:
+                unique.append(m)
+            paths.setdefault(id(m), []).append(path)
         links = tuple((m._modules, name, child) for m in unique for name, child in m._modules.items())
-        modules = tuple((m, type(m), len(m._forward_hooks), len(m._forward_pre_hooks), m.__dict__.get("forward"))
-                        for m in unique)
-        slots = []
-        for m in unique:
-            for table in (m._parameters, m._buffers):
-                slots += [(table, name, t, _layout(t)) for name, t in table.items()]
-            slots += [(m.__dict__, name, t, _layout(t)) for name, t in m.__dict__.items()
-                      if isinstance(t, torch.Tensor)]
-        return _Snapshot(links, modules, tuple(slots), (len(nn_module._global_forward_hooks),
-                                                          len(nn_module._global_forward_pre_hooks)))
+        modules = tuple(_module_state(m) for m in unique)
+        slots = tuple((table, name, t, _layout(t)) for m in unique for table in (m._parameters, m._buffers)
+                      for name, t in table.items())
+        attributes = tuple((m, name, t, _layout(t)) for m in unique for name, t in m.__dict__.items()
+                           if t is None or (isinstance(t, torch.Tensor)
+                                            and any(_dotted(path, name) in watched for path in paths[id(m)])))
+        return _Snapshot(links, modules, slots, attributes, _global_hooks())
 
     def holds(self, original: nn.Module) -> bool:
-        from torch.nn.modules import module as nn_module
-
-        if (len(nn_module._global_forward_hooks), len(nn_module._global_forward_pre_hooks)) != self.global_hooks:
+        if _global_hooks() != self.global_hooks:
             return False
         if any(table.get(name) is not child for table, name, child in self.links):
             return False
-        for m, cls, hooks, pre_hooks, forward in self.modules:
-            if (m.training or type(m) is not cls or len(m._forward_hooks) != hooks
-                    or len(m._forward_pre_hooks) != pre_hooks or m.__dict__.get("forward") is not forward):
+        for m, cls, hooks, pre_hooks, forward, class_forward, children, parameters, buffers in self.modules:
+            state = m.__dict__
+            if (state["training"] or type(m) is not cls or len(state["_modules"]) != children
+                    or len(state["_parameters"]) != parameters or len(state["_buffers"]) != buffers
+                    or ((hooks or state["_forward_hooks"]) and tuple(state["_forward_hooks"]) != hooks)
+                    or ((pre_hooks or state["_forward_pre_hooks"]) and tuple(state["_forward_pre_hooks"]) != pre_hooks)
+                    or state.get("forward") is not forward or cls.forward is not class_forward):
                 return False
         for table, name, t, layout in self.slots:
-            if table.get(name) is not t:
+            if not _same(table.get(name), t, layout):
                 return False
-            if t is not None and (t.dtype is not layout[1] or t.shape != layout[0] or t.device != layout[2]):
-                return False
-        return True
+        return all(_same(m.__dict__.get(name), t, layout) for m, name, t, layout in self.attributes)
 
     def same_shape_as(self, fixed: _Snapshot) -> bool:
-        """The same modules, links, hooks, layouts and ties as `fixed`, whatever the tensors' identities."""
-        def ties(slots: tuple[_Slot, ...]) -> list[int]:
+        """The same modules of the same classes, links, layouts and ties as `fixed`, whatever the tensors'
+        identities (hooks and forwards are `fixed`'s own: `Specialized._reshare` keeps them)."""
+        def ties(snapshot: _Snapshot) -> list[int]:
             first: dict[int, int] = {}
-            return [first.setdefault(id(t), i) if t is not None else -1 for i, (_, _, t, _) in enumerate(slots)]
+            return [first.setdefault(id(t), i) if t is not None else -1
+                    for i, (_, _, t, _) in enumerate((*snapshot.slots, *snapshot.attributes))]
 
-        return (self.modules == fixed.modules and self.global_hooks == fixed.global_hooks
-                and [(id(a), n, id(c)) for a, n, c in self.links] == [(id(a), n, id(c)) for a, n, c in fixed.links]
-                and [(id(a), n, lay) for a, n, _, lay in self.slots] == [(id(a), n, lay) for a, n, _, lay in fixed.slots]
-                and ties(self.slots) == ties(fixed.slots))
+        def shape(snapshot: _Snapshot) -> tuple[list[Any], ...]:
+            return ([(id(m[0]), m[1]) for m in snapshot.modules], [(id(a), n, id(c)) for a, n, c in snapshot.links],
+                    [(id(a), n, lay) for a, n, _, lay in (*snapshot.slots, *snapshot.attributes)])
+
+        return shape(self) == shape(fixed) and ties(self) == ties(fixed)
+
+
+def _module_state(m: nn.Module) -> tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int]:
+    cls = type(m)
+    return (m, cls, tuple(m._forward_hooks), tuple(m._forward_pre_hooks), m.__dict__.get("forward"), cls.forward,
+            len(m._modules), len(m._parameters), len(m._buffers))
+
+
+def _global_hooks() -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from torch.nn.modules import module as nn_module
+
+    return tuple(nn_module._global_forward_hooks), tuple(nn_module._global_forward_pre_hooks)
+
+
+def _dotted(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _same(now: Any, t: Any, layout: Any) -> bool:
+    return now is t and (t is None or (t.dtype is layout[1] and t.shape == layout[0] and t.device == layout[2]))
 
 
 def _layout(t: Any) -> Any:
@@ -232,8 +275,12 @@ def _unfindable(module_name: str) -> bool:
 
 
 def _owned(original: nn.Module) -> dict[str, torch.Tensor]:
+    """The original's parameters, buffers and tensor attributes (export holds an attribute such as
+    `self.scale = torch.tensor(0.1)` as a constant of its graph), by dotted name."""
     own: dict[str, torch.Tensor] = dict(original.named_parameters(remove_duplicate=False))
     own.update(original.named_buffers(remove_duplicate=False))
+    for path, m in original.named_modules(remove_duplicate=False):
+        own.update({_dotted(path, k): t for k, t in m.__dict__.items() if isinstance(t, torch.Tensor)})
     return own
 
 
@@ -271,6 +318,8 @@ def _share(graph: nn.Module, original: nn.Module) -> None:
                 holder._parameters[field] = tensor
             elif field in holder._buffers:
                 holder._buffers[field] = tensor
+            elif isinstance(holder.__dict__.get(field), torch.Tensor):
+                holder.__dict__[field] = tensor
 
 
 def _as_original(module: Specialized, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
