@@ -237,6 +237,59 @@ def test_the_graph_serves_after_a_copy_a_conversion_of_its_constants_and_a_hook_
     assert _graph_ran(composed, x)
 
 
+class _Held(nn.Module):
+    """Constants kept in a dict, on a helper object and in a list: export holds each in its graph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.consts = {"k": torch.full((8,), 2.0)}
+        self.helper = SimpleNamespace(t=torch.full((8,), 3.0))
+        self.table = [torch.full((8,), 4.0)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.consts["k"] + self.helper.t - self.table[0]
+
+
+@pytest.mark.parametrize("change", ["dict_entry", "dict", "helper_attribute", "helper", "list_entry"])
+def test_a_constant_replaced_inside_a_container_runs_the_original(change: str) -> None:
+    module, x = _Held().eval(), torch.randn(2, 8)
+    composed = Specialized(torch.export.export(module, (x,), strict=False).module(), module, [x])
+    assert _graph_ran(composed, x)
+    module.consts["k"].fill_(5.0)  # written in place: the graph reads the same tensor
+    assert _graph_ran(composed, x)
+    new = torch.full((8,), 6.0)
+    if change == "dict_entry":
+        module.consts["k"] = new
+    elif change == "dict":
+        module.consts = {"k": new}
+    elif change == "helper_attribute":
+        module.helper.t = new
+    elif change == "helper":
+        module.helper = SimpleNamespace(t=new)
+    else:
+        module.table[0] = new
+    assert not _graph_ran(composed, x)
+
+
+def test_backward_hooks_in_grad_mode_run_the_original_and_torch_func_reaches_its_tensors() -> None:
+    torch.manual_seed(6)
+    module, x = _Tied().eval(), torch.randn(4, 16)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    hook = module.b.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0,))
+    try:
+        before = composed.graph_calls
+        composed(x.requires_grad_()).sum().backward()  # the hook runs: the original ran
+        assert torch.equal(x.grad, torch.zeros_like(x)) and composed.graph_calls == before
+        assert _graph_ran(composed, x.detach())  # no gradients: the graph, hook or not
+    finally:
+        hook.remove()
+    assert [n for n, _ in composed.named_parameters()] == [f"original.{n}" for n, _ in module.named_parameters()]
+    weights = {k: v * 2 for k, v in module.state_dict().items() if k != "b.weight"}  # a and b tied
+    got = torch.func.functional_call(composed, {f"original.{k}": v for k, v in weights.items()}, (x.detach(),))
+    torch.testing.assert_close(got, torch.func.functional_call(module, weights, (x.detach(),)))
+
+
 def test_a_float_argument_is_matched_by_its_bits() -> None:
     assert signature([0.0]) != signature([-0.0])  # a graph holds the argument as a constant
     assert signature([float("nan")]) == signature([float("nan")])

@@ -61,19 +61,24 @@ class Specialized(nn.Module):
     the shape, dtype and device it was fixed to and tied tensors stay tied. train() and eval() set the
     original's mode; the graph computes in eval mode only (export took dropout out), so a call while any
     module of the original trains (after `model.train()` on the caller's own reference too) runs the
-    original. So does a call under autocast, and every call after the caller changes what the graph was
-    fixed to (`_unchanged`): a parameter, buffer or tensor attribute replaced or given another shape, dtype
-    or device (`.half()`, `.data =`), one added or set where it was None, a submodule replaced or added, a
-    forward hook added or swapped, a forward patched on the module or its class. A changed plain setting (a
-    LayerNorm's `eps`) is not seen: synthesize again after changing one. `graph_calls` and `original_calls`
-    count the calls each took."""
+    original. So does a call under autocast, one in grad mode while a backward hook is on, and every call
+    after the caller changes what the graph was fixed to (`_unchanged`): a parameter, buffer or tensor
+    attribute replaced or given another shape, dtype or device (`.half()`, `.data =`), one added or set
+    where it was None, a constant the graph holds replaced in a dict, list or helper object of a module, a
+    submodule replaced or added, a forward hook added or swapped, a forward patched on the module or its
+    class. Not seen: a changed plain setting (a LayerNorm's `eps`, a flag the forward reads), and PyTorch's
+    own grad-mode fast paths, which export does not take (a TransformerEncoder under no_grad gives zeros at
+    padded positions; the graph gives what it gives in grad mode): synthesize again after changing a
+    setting. torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls` and
+    `original_calls` count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
         super().__init__()
+        self.original = original  # first: named_parameters() and torch.func name the tensors `original.…`
         self.graph = _unguarded(graph)
-        self.original = original
         self.signature = signature(example_inputs)
         self._held_at = _held_at(self.graph, original)
+        self._contained = _contained(self.graph, original, self._held_at)
         self._fixed = self._snapshot()  # the original as the graph was fixed to it
         self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
         self.training = original.training
@@ -99,7 +104,9 @@ class Specialized(nn.Module):
     def _unchanged(self) -> bool:
         """Whether the original is, in every respect the graph was fixed to, what it was at synthesis or at
         the last load or conversion, and in eval mode."""
-        return self._current is not None and self._current.holds(self.original)
+        return (self._current is not None and self._current.holds(self.original)
+                and all(container[key] is value for chain in self._contained for container, key, value in chain)
+                and not (torch.is_grad_enabled() and _backward_hooks(self._current)))
 
     def _reshare(self) -> None:
         """After a load or a conversion: the graph takes the original's tensors, and serves while they keep
@@ -118,11 +125,13 @@ class Specialized(nn.Module):
         state = super().__getstate__()
         state.pop("_current", None)  # taken again on load
         state.pop("_held_at", None)
+        state.pop("_contained", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self._held_at = _held_at(self.graph, self.original)
+        self._contained = _contained(self.graph, self.original, self._held_at)
         if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
             self._fixed = self._snapshot()
         self._reshare()
@@ -170,7 +179,7 @@ class _Snapshot:
         slots = tuple((table, name, t, _layout(t)) for m in unique for table in (m._parameters, m._buffers)
                       for name, t in table.items())
         attributes = tuple((m, name, t, _layout(t)) for m in unique for name, t in m.__dict__.items()
-                           if t is None or (isinstance(t, torch.Tensor)
+                           if (t is None and not name.startswith("_")) or (isinstance(t, torch.Tensor)
                                             and any(_dotted(path, name) in watched for path in paths[id(m)])))
         return _Snapshot(links, modules, slots, attributes, _global_hooks())
 
@@ -205,6 +214,44 @@ class _Snapshot:
                     [(id(a), n, lay) for a, n, _, lay in (*snapshot.slots, *snapshot.attributes)])
 
         return shape(self) == shape(fixed) and ties(self) == ties(fixed)
+
+
+def _backward_hooks(snapshot: _Snapshot) -> bool:
+    """Whether a backward hook is on anywhere (the module's own or global): export traced none, so the
+    graph would not call it."""
+    from torch.nn.modules import module as nn_module
+
+    return bool(nn_module._global_backward_hooks or nn_module._global_backward_pre_hooks
+                or any(m.__dict__["_backward_hooks"] or m.__dict__["_backward_pre_hooks"] for m, *_ in snapshot.modules))
+
+
+def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, str]]) -> list[tuple[Any, ...]]:
+    """Where the original keeps, inside dicts, lists and plain objects among its modules' attributes (a
+    rotary cache on a helper object, say), a tensor the graph holds as a constant: each as the chain of
+    (container, key, value) steps from the module down to it, so a call sees any step replaced."""
+    named = {id(_tensor_at(g, name)) for g, name in held_at}
+    wanted = {id(t) for g in graph.modules() if isinstance(g, torch.fx.GraphModule)
+              for t in (*g._parameters.values(), *g._buffers.values(), *g.__dict__.values())
+              if isinstance(t, torch.Tensor) and id(t) not in named}
+    found: list[tuple[Any, ...]] = []
+
+    def search(container: dict[Any, Any] | list[Any], chain: tuple[Any, ...], root: bool = False) -> None:
+        for key, value in list(container.items() if isinstance(container, dict) else enumerate(container)):
+            step = (*chain, (container, key, value))
+            if isinstance(value, torch.Tensor):
+                if id(value) in wanted and not root:  # a module's own tensor attributes are held by name
+                    found.append(step)
+            elif (root and str(key).startswith("_")) or len(step) > 3 or isinstance(value, (nn.Module, type)):
+                continue
+            elif isinstance(value, (dict, list)):
+                search(value, step)
+            elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
+                search(value.__dict__, step)
+
+    if wanted:
+        for m in original.modules():
+            search(m.__dict__, (), root=True)
+    return found
 
 
 def _module_state(m: nn.Module) -> tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int]:
