@@ -338,35 +338,37 @@ def _held_at(graph: nn.Module, original: nn.Module) -> list[tuple[torch.fx.Graph
             for g in graph.modules() if isinstance(g, torch.fx.GraphModule) and _tensor_at(g, name) is tensor]
 
 
-def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
+def _table_at(module: nn.Module, name: str) -> tuple[dict[str, Any], str] | None:
+    """The table (parameters, buffers or attributes of the submodule) that holds `name`'s tensor, and
+    the field in it."""
     path, _, field = name.rpartition(".")
     try:
         holder = module.get_submodule(path)
     except AttributeError:
         return None
     for table in (holder._parameters, holder._buffers, holder.__dict__):
-        if isinstance(tensor := table.get(field), torch.Tensor):
-            return tensor
+        if isinstance(table.get(field), torch.Tensor):
+            return table, field
     return None
 
 
+def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
+    found = _table_at(module, name)
+    return None if found is None else found[0][found[1]]
+
+
 def _share(graph: nn.Module, original: nn.Module) -> None:
-    """Point each parameter and buffer of the graph, and of the subgraphs its Dispatch modules fall back on
-    (they hold the tensors under the same names), at the original's tensor of that name."""
+    """Point each parameter, buffer and tensor attribute of the graph, and of the subgraphs its Dispatch
+    modules fall back on (they hold the tensors under the same names), at the original's tensor of that
+    name (a parameter's slot takes parameters only)."""
     own = _owned(original)
     for g in [m for m in graph.modules() if isinstance(m, torch.fx.GraphModule)]:
         for name, tensor in own.items():
-            path, _, field = name.rpartition(".")
-            try:
-                holder = g.get_submodule(path)
-            except AttributeError:
-                continue
-            if field in holder._parameters and isinstance(tensor, nn.Parameter):
-                holder._parameters[field] = tensor
-            elif field in holder._buffers:
-                holder._buffers[field] = tensor
-            elif isinstance(holder.__dict__.get(field), torch.Tensor):
-                holder.__dict__[field] = tensor
+            found = _table_at(g, name)
+            if found is not None:
+                table, field = found
+                if isinstance(tensor, nn.Parameter) or not isinstance(table[field], nn.Parameter):
+                    table[field] = tensor
 
 
 def _as_original(module: Specialized, state_dict: dict[str, Any], prefix: str, local_metadata: Any) -> None:
