@@ -272,6 +272,89 @@ def test_a_constant_replaced_inside_a_container_runs_the_original(change: str) -
     assert not _graph_ran(composed, x)
 
 
+class _Set(nn.Module):
+    """A forward that reads plain settings: a norm's eps, a flag, a list of scales, a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+        self.negate = False
+        self.scales = [1.0, 2.0]
+        self.order = (0, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = (self.norm(self.fc(x)) * self.scales[1]).permute(*self.order)
+        return -y if self.negate else y
+
+
+@pytest.mark.parametrize("change", ["eps", "flag", "list_entry", "list", "deleted", "tuple"])
+def test_a_changed_plain_setting_runs_the_original_until_it_is_set_back(change: str) -> None:
+    torch.manual_seed(7)
+    module, x = _Set().eval(), torch.randn(2, 8)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    assert _graph_ran(composed, x)
+    if change == "eps":
+        module.norm.eps = 1.0
+    elif change == "flag":
+        module.negate = True
+    elif change == "list_entry":  # changed in place: compared against a copy
+        module.scales[1] = 3.0
+    elif change == "list":
+        module.scales = [1.0, 3.0]
+    elif change == "deleted":  # the forward would raise: the original's own answer
+        del module.negate
+        with torch.no_grad(), pytest.raises(AttributeError):
+            composed(x)
+        module.negate = False
+        assert _graph_ran(composed, x)
+        return
+    else:
+        module.order = (1, 0)
+    assert not _graph_ran(composed, x)
+    undo = {"eps": lambda: setattr(module.norm, "eps", 1e-5), "flag": lambda: setattr(module, "negate", False),
+            "tuple": lambda: setattr(module, "order", (0, 1))}
+    undo.get(change, lambda: setattr(module, "scales", [1.0, 2.0]))()
+    assert _graph_ran(composed, x)  # set back: the graph serves again
+
+
+class _Encoded(nn.Module):
+    def __init__(self, nested: bool) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, src_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_an_encoder_on_nested_tensors_outside_grad_mode_runs_the_original(nested: bool) -> None:
+    torch.manual_seed(8)
+    module, x = _Encoded(nested).eval(), torch.randn(2, 6, 32)
+    unpadded, padded = torch.zeros(2, 6, dtype=torch.bool), torch.zeros(2, 6, dtype=torch.bool)
+    padded[1, 4:] = True
+    composed = Specialized(torch.export.export(module, (x, unpadded)).module(), module, [x, unpadded])
+    assert composed.nested_paths == ([module.encoder] if nested else [])
+    for copied in (composed, pickle.loads(pickle.dumps(composed))):
+        before = copied.graph_calls
+        with torch.no_grad():
+            got = copied(x, padded)
+            assert torch.equal(got, copied.original(x, padded)) if nested else copied.graph_calls == before + 1
+        if nested:  # PyTorch's nested path: zeros where padded, what the original gives
+            assert copied.graph_calls == before and torch.equal(got[1, 4:], torch.zeros_like(got[1, 4:]))
+        got = copied(x, padded)  # grad mode, parameters that want gradients: the path export traced
+        assert copied.graph_calls == before + 1 + (not nested)
+        torch.testing.assert_close(got, copied.original(x, padded))
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad():
+            before = composed.graph_calls
+            composed(x, padded)
+            assert composed.graph_calls == before + 1  # no fast path anywhere: the graph
+    finally:
+        torch.backends.mha.set_fastpath_enabled(True)
+
+
 def test_backward_hooks_in_grad_mode_run_the_original_and_torch_func_reaches_its_tensors() -> None:
     torch.manual_seed(6)
     module, x = _Tied().eval(), torch.randn(4, 16)

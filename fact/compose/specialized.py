@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,6 +25,7 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+_MODULE_FIELDS = frozenset(nn.Module().__dict__)  # nn.Module's own bookkeeping: tables, hooks, mode
 
 
 def _autocasting() -> bool:
@@ -66,10 +68,12 @@ class Specialized(nn.Module):
     attribute replaced or given another shape, dtype or device (`.half()`, `.data =`), one added or set
     where it was None, a constant the graph holds replaced in a dict, list or helper object of a module, a
     submodule replaced or added, a forward hook added or swapped, a forward patched on the module or its
-    class. Not seen: a changed plain setting (a LayerNorm's `eps`, a flag the forward reads), and PyTorch's
-    own grad-mode fast paths, which export does not take (a TransformerEncoder under no_grad gives zeros at
-    padded positions; the graph gives what it gives in grad mode): synthesize again after changing a
-    setting. torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls` and
+    class, a plain setting of a module changed (a LayerNorm's `eps`, a flag the forward reads: a plain
+    value, or a short tuple or list of them, among the module's attributes). A TransformerEncoder that the
+    example call hands a padding mask (`nested_paths`) takes PyTorch's nested-tensor path outside grad
+    mode, which gives zeros at padded positions; export traced the grad-mode path, which computes them,
+    so such calls run the original. Not seen: a setting kept elsewhere (in a dict, on a helper object or
+    the class). torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls` and
     `original_calls` count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
@@ -79,6 +83,7 @@ class Specialized(nn.Module):
         self.signature = signature(example_inputs)
         self._held_at = _held_at(self.graph, original)
         self._contained = _contained(self.graph, original, self._held_at)
+        self.nested_paths = _nested_paths(original, example_inputs)
         self._fixed = self._snapshot()  # the original as the graph was fixed to it
         self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
         self.training = original.training
@@ -95,7 +100,8 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and not _autocasting() and self._unchanged() and signature(args) == self.signature:
+        if (not kwargs and not _autocasting() and self._unchanged() and signature(args) == self.signature
+                and not (self.nested_paths and _takes_nested_path(self.nested_paths))):
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
@@ -132,6 +138,8 @@ class Specialized(nn.Module):
         super().__setstate__(state)
         self._held_at = _held_at(self.graph, self.original)
         self._contained = _contained(self.graph, self.original, self._held_at)
+        if "nested_paths" not in self.__dict__:  # pickled before the wrapper kept them: every one that may
+            self.nested_paths = _nested_paths(self.original, None)
         if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
             self._fixed = self._snapshot()
         self._reshare()
@@ -148,6 +156,9 @@ class Specialized(nn.Module):
 
 
 _Slot = tuple[Any, str, Any, Any]  # a module's table (or, for a tensor attribute, the module), name, tensor, layout
+# a module, its class, forward hooks and pre-hooks, forward on it and on its class, how many children, parameters
+# and buffers, and its plain settings (a getter over its __dict__ and what it gave)
+_ModuleState = tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -155,11 +166,11 @@ class _Snapshot:
     """What a graph exported from `original` is fixed to, in a form checked on every call at a few dict
     reads per module and tensor: each module's links to its children, its class, mode, forward hooks and
     forward (patched on it or on its class), how many children, parameters and buffers it has (one added
-    is seen too), and each parameter, buffer and tensor attribute the graph holds (None entries included)
-    with its shape, dtype and device."""
+    is seen too), its plain settings, and each parameter, buffer and tensor attribute the graph holds
+    (None entries included) with its shape, dtype and device."""
 
     links: tuple[tuple[dict[str, Any], str, nn.Module | None], ...]
-    modules: tuple[tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int], ...]
+    modules: tuple[_ModuleState, ...]
     slots: tuple[_Slot, ...]  # parameters and buffers: (the module's table, name, tensor, layout)
     attributes: tuple[_Slot, ...]  # tensor attributes: (the module, name, tensor, layout)
     global_hooks: tuple[tuple[int, ...], tuple[int, ...]]
@@ -188,13 +199,18 @@ class _Snapshot:
             return False
         if any(table.get(name) is not child for table, name, child in self.links):
             return False
-        for m, cls, hooks, pre_hooks, forward, class_forward, children, parameters, buffers in self.modules:
+        for m, cls, hooks, pre_hooks, forward, class_forward, children, parameters, buffers, get, settings in self.modules:
             state = m.__dict__
             if (state["training"] or type(m) is not cls or len(state["_modules"]) != children
                     or len(state["_parameters"]) != parameters or len(state["_buffers"]) != buffers
                     or ((hooks or state["_forward_hooks"]) and tuple(state["_forward_hooks"]) != hooks)
                     or ((pre_hooks or state["_forward_pre_hooks"]) and tuple(state["_forward_pre_hooks"]) != pre_hooks)
                     or state.get("forward") is not forward or cls.forward is not class_forward):
+                return False
+            try:
+                if get is not None and (now := get(state)) is not settings and now != settings:
+                    return False
+            except KeyError:  # a setting deleted
                 return False
         for table, name, t, layout in self.slots:
             if not _same(table.get(name), t, layout):
@@ -214,6 +230,42 @@ class _Snapshot:
                     [(id(a), n, lay) for a, n, _, lay in (*snapshot.slots, *snapshot.attributes)])
 
         return shape(self) == shape(fixed) and ties(self) == ties(fixed)
+
+
+def _nested_paths(original: nn.Module, example_inputs: Sequence[Any] | None) -> list[nn.TransformerEncoder]:
+    """The TransformerEncoders of `original` that may take PyTorch's nested-tensor path at the example's
+    signature: the example call hands them a padding mask (without an example, every one that can take
+    it). Outside grad mode that path gives zeros at padded positions; export traces the path grad mode
+    takes, which computes them, and the example's mask may pad nothing, so the end-to-end check cannot
+    tell the two apart."""
+    encoders = [m for m in original.modules()
+                if isinstance(m, nn.TransformerEncoder) and getattr(m, "use_nested_tensor", False)]
+    if example_inputs is None:
+        return encoders
+    masked: list[nn.TransformerEncoder] = []
+
+    def seen(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        mask = kwargs.get("src_key_padding_mask", args[2] if len(args) > 2 else None)
+        if mask is not None and isinstance(m, nn.TransformerEncoder) and m not in masked:
+            masked.append(m)
+
+    if encoders:
+        hooks = [m.register_forward_pre_hook(seen, with_kwargs=True) for m in encoders]
+        try:
+            with torch.no_grad():
+                original(*example_inputs)
+        finally:
+            for hook in hooks:
+                hook.remove()
+    return masked
+
+
+def _takes_nested_path(encoders: list[nn.TransformerEncoder]) -> bool:
+    """Whether a call now may take the nested-tensor path (PyTorch takes it where no gradient is wanted and
+    its fast path is on): the original module answers such calls."""
+    if not torch.backends.mha.get_fastpath_enabled():
+        return False
+    return not (torch.is_grad_enabled() and any(p.requires_grad for m in encoders for p in m.parameters()))
 
 
 def _backward_hooks(snapshot: _Snapshot) -> bool:
@@ -254,10 +306,20 @@ def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, s
     return found
 
 
-def _module_state(m: nn.Module) -> tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int]:
+def _module_state(m: nn.Module) -> _ModuleState:
     cls = type(m)
+    names = [name for name, value in m.__dict__.items() if name not in _MODULE_FIELDS and _plain(value)]
+    get = operator.itemgetter(*names) if names else None  # C speed: a call checks every module's settings
     return (m, cls, tuple(m._forward_hooks), tuple(m._forward_pre_hooks), m.__dict__.get("forward"), cls.forward,
-            len(m._modules), len(m._parameters), len(m._buffers))
+            len(m._modules), len(m._parameters), len(m._buffers), get,
+            None if get is None else copy.deepcopy(get(m.__dict__)))  # a list setting is compared by a copy
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """A setting the forward may read that export took as a constant: a plain value, or a short tuple or list
+    of them (a LayerNorm's `normalized_shape`)."""
+    return isinstance(value, _PLAIN) or (isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64
+                                         and all(_plain(v, depth + 1) for v in value))
 
 
 def _global_hooks() -> tuple[tuple[int, ...], tuple[int, ...]]:

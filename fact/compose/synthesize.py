@@ -38,6 +38,11 @@ SPECIALIZED_NOTE = ("the module was captured at ATen level (torch.export), whose
                     "inputs' shapes: calls of those shapes run the composed graph, any other call (or a call in "
                     "training mode) runs the original module")
 
+NESTED_PATH_NOTE = ("{name} (nn.TransformerEncoder) is handed a padding mask: outside grad mode PyTorch runs it on "
+                    "nested tensors, which give zeros at padded positions where the composed graph computes them, "
+                    "so calls outside grad mode run the original module; build it with enable_nested_tensor=False "
+                    "to have them run the kernels")
+
 
 @dataclass
 class Synthesis:
@@ -374,6 +379,9 @@ def _on_gpu(module: Any, inputs: list[Any], plan: Any, captured: Any, real: dict
         synthesis.module = specialized(module, gm, captured, inputs)
         if isinstance(synthesis.module, Specialized):
             report.notes.append(SPECIALIZED_NOTE)
+            names = {id(m): name for name, m in module.named_modules()}
+            report.notes.extend(NESTED_PATH_NOTE.format(name=names.get(id(m), "?") or "the module")
+                                for m in synthesis.module.nested_paths)
     return synthesis
 
 
