@@ -531,6 +531,41 @@ def test_multihead_attention_runs_its_attention_on_the_kernel_and_its_head_merge
     assert composed.graph_calls == graph_calls + 1 and composed.original_calls == 2
 
 
+class _PaddedEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, src_key_padding_mask=pad)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_an_encoder_handed_a_padding_mask_runs_the_original_outside_grad_mode() -> None:
+    from fact.compose.synthesize import NESTED_PATH_NOTE
+
+    torch.manual_seed(0)
+    module = _PaddedEncoder().to(BF16).cuda().eval()
+    x = torch.randn(2, 128, 256, device="cuda", dtype=BF16)
+    unpadded = torch.zeros(2, 128, dtype=torch.bool, device="cuda")  # the example pads nothing
+    synthesis = fact.synthesize(module, [x, unpadded], benchmark=False, faster_only=False)
+    composed = synthesis.module
+    assert isinstance(composed, fact.compose.Specialized), synthesis.report.to_markdown()
+    assert NESTED_PATH_NOTE.format(name="encoder") in synthesis.report.notes
+    assert any(i.status == "composed" for i in synthesis.report.items), synthesis.report.to_markdown()
+    padded = unpadded.clone()
+    padded[1, 96:] = True
+    with torch.no_grad():  # PyTorch's nested path: zeros where padded; the original answers
+        got, before = composed(x, padded), composed.graph_calls
+        assert torch.equal(got, module(x, padded)) and not got[1, 96:].any()
+    assert composed.graph_calls == before
+    got = composed(x, padded)  # grad mode, weights that want gradients: the path export traced, the graph
+    assert composed.graph_calls == before + 1
+    torch.testing.assert_close(got, module(x, padded), atol=2e-2, rtol=2e-2)
+
+
 _LOAD_ON_GPU = """
 import shutil, sys, torch, fact
 assert shutil.which("nvcc") is None
