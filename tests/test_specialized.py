@@ -246,12 +246,13 @@ class _Held(nn.Module):
         self.consts = {"k": torch.full((8,), 2.0)}
         self.helper = SimpleNamespace(t=torch.full((8,), 3.0))
         self.table = [torch.full((8,), 4.0)]
+        self.pair = (torch.full((8,), 0.5), torch.full((8,), 1.5))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x) * self.consts["k"] + self.helper.t - self.table[0]
+        return self.fc(x) * self.consts["k"] + self.helper.t - self.table[0] + self.pair[1]
 
 
-@pytest.mark.parametrize("change", ["dict_entry", "dict", "helper_attribute", "helper", "list_entry"])
+@pytest.mark.parametrize("change", ["dict_entry", "dict", "helper_attribute", "helper", "list_entry", "tuple"])
 def test_a_constant_replaced_inside_a_container_runs_the_original(change: str) -> None:
     module, x = _Held().eval(), torch.randn(2, 8)
     composed = Specialized(torch.export.export(module, (x,), strict=False).module(), module, [x])
@@ -267,6 +268,8 @@ def test_a_constant_replaced_inside_a_container_runs_the_original(change: str) -
         module.helper.t = new
     elif change == "helper":
         module.helper = SimpleNamespace(t=new)
+    elif change == "tuple":
+        module.pair = (module.pair[0], new)
     else:
         module.table[0] = new
     assert not _graph_ran(composed, x)

@@ -66,7 +66,7 @@ class Specialized(nn.Module):
     original. So does a call under autocast, one in grad mode while a backward hook is on, and every call
     after the caller changes what the graph was fixed to (`_unchanged`): a parameter, buffer or tensor
     attribute replaced or given another shape, dtype or device (`.half()`, `.data =`), one added or set
-    where it was None, a constant the graph holds replaced in a dict, list or helper object of a module, a
+    where it was None, a constant the graph holds replaced in a dict, list, tuple or helper object of a module, a
     submodule replaced or added, a forward hook added or swapped, a forward patched on the module or its
     class, a plain setting of a module changed (a LayerNorm's `eps`, a flag the forward reads: a plain
     value, or a short tuple or list of them, among the module's attributes). A TransformerEncoder that the
@@ -278,7 +278,7 @@ def _backward_hooks(snapshot: _Snapshot) -> bool:
 
 
 def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, str]]) -> list[tuple[Any, ...]]:
-    """Where the original keeps, inside dicts, lists and plain objects among its modules' attributes (a
+    """Where the original keeps, inside dicts, lists, tuples and plain objects among its modules' attributes (a
     rotary cache on a helper object, say), a tensor the graph holds as a constant: each as the chain of
     (container, key, value) steps from the module down to it, so a call sees any step replaced."""
     named = {id(_tensor_at(g, name)) for g, name in held_at}
@@ -287,7 +287,7 @@ def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, s
               if isinstance(t, torch.Tensor) and id(t) not in named}
     found: list[tuple[Any, ...]] = []
 
-    def search(container: dict[Any, Any] | list[Any], chain: tuple[Any, ...], root: bool = False) -> None:
+    def search(container: dict[Any, Any] | list[Any] | tuple[Any, ...], chain: tuple[Any, ...], root: bool = False) -> None:
         for key, value in list(container.items() if isinstance(container, dict) else enumerate(container)):
             step = (*chain, (container, key, value))
             if isinstance(value, torch.Tensor):
@@ -295,7 +295,7 @@ def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, s
                     found.append(step)
             elif (root and str(key).startswith("_")) or len(step) > 3 or isinstance(value, (nn.Module, type)):
                 continue
-            elif isinstance(value, (dict, list)):
+            elif isinstance(value, (dict, list, tuple)):  # a tuple's entries stay; the tuple may be replaced
                 search(value, step)
             elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
                 search(value.__dict__, step)
