@@ -8,15 +8,17 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+from dataclasses import replace
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from fact.compose import ArtifactError, Report, Synthesis
 from fact.compose.rewrite import Dispatch, install, last_first
-from fact.compose.specialized import Specialized, foreign_classes, signature, specialized
+from fact.compose.specialized import Specialized, _nested_paths, foreign_classes, signature, specialized
 from fact.discover import discover_captured
 from fact.realize import SpecError, spec_for
 
@@ -284,13 +286,16 @@ class _Set(nn.Module):
         self.negate = False
         self.scales = [1.0, 2.0]
         self.order = (0, 1)
+        self.act = torch.tanh
+        self.power = 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = (self.norm(self.fc(x)) * self.scales[1]).permute(*self.order)
+        y = self.act((self.norm(self.fc(x)) * self.scales[1]).permute(*self.order)) ** self.power
         return -y if self.negate else y
 
 
-@pytest.mark.parametrize("change", ["eps", "flag", "list_entry", "list", "deleted", "tuple"])
+@pytest.mark.parametrize("change", ["eps", "flag", "list_entry", "list", "deleted", "tuple", "function", "int_to_float",
+                                    "array"])
 def test_a_changed_plain_setting_runs_the_original_until_it_is_set_back(change: str) -> None:
     torch.manual_seed(7)
     module, x = _Set().eval(), torch.randn(2, 8)
@@ -311,23 +316,68 @@ def test_a_changed_plain_setting_runs_the_original_until_it_is_set_back(change: 
         module.negate = False
         assert _graph_ran(composed, x)
         return
+    elif change == "function":
+        module.act = torch.relu
+    elif change == "int_to_float":  # equal, of another type: a graph may hold the int
+        module.power = 1.0
+    elif change == "array":  # no longer a plain value; == answers with an array
+        module.power = np.array([1, 1])
     else:
         module.order = (1, 0)
-    assert not _graph_ran(composed, x)
+    if change == "array":
+        with torch.no_grad(), pytest.raises(ValueError, match="broadcast"):  # the original's own answer
+            composed(x)
+        assert composed.graph_calls == 1
+    else:
+        assert not _graph_ran(composed, x)
     undo = {"eps": lambda: setattr(module.norm, "eps", 1e-5), "flag": lambda: setattr(module, "negate", False),
-            "tuple": lambda: setattr(module, "order", (0, 1))}
+            "tuple": lambda: setattr(module, "order", (0, 1)), "function": lambda: setattr(module, "act", torch.tanh),
+            "int_to_float": lambda: setattr(module, "power", 1), "array": lambda: setattr(module, "power", 1)}
     undo.get(change, lambda: setattr(module, "scales", [1.0, 2.0]))()
     assert _graph_ran(composed, x)  # set back: the graph serves again
 
 
 class _Encoded(nn.Module):
-    def __init__(self, nested: bool) -> None:
+    def __init__(self, nested: bool, causal: bool = False, writes: bool = False) -> None:
         super().__init__()
         layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested)
+        self.encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(32), enable_nested_tensor=nested)
+        self.causal, self.writes = causal, writes
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
-        return self.encoder(x, src_key_padding_mask=pad)
+        x = x.mul_(2.0) if self.writes else x  # into its input
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1]) if self.causal else None
+        return self.encoder(x, mask=mask, src_key_padding_mask=pad)
+
+
+def test_the_nested_path_follows_pytorchs_own_conditions() -> None:
+    torch.manual_seed(9)
+    module, x = _Encoded(True).eval(), torch.randn(2, 6, 32)
+    unpadded, padded = torch.zeros(2, 6, dtype=torch.bool), torch.zeros(2, 6, dtype=torch.bool)
+    padded[1, 4:] = True
+    composed = Specialized(torch.export.export(module, (x, unpadded)).module(), module, [x, unpadded])
+    module.encoder.layers.requires_grad_(False)  # PyTorch asks the first layer only: the nested path, in grad mode
+    got = composed(x, padded)
+    assert composed.graph_calls == 0 and torch.equal(got, module(x, padded)) and not got[1, 4:].any()
+    module.encoder.layers[0].requires_grad_(True)
+    torch.testing.assert_close(composed(x, padded), module(x, padded))
+    assert composed.graph_calls == 1
+    causal = _Encoded(True, causal=True).eval()  # with a mask beside the padding PyTorch takes no nested path
+    assert _nested_paths(causal, [x, unpadded]) == [] and _nested_paths(module, [x, unpadded]) == [module.encoder]
+    writes, before = _Encoded(True, writes=True).eval(), x.clone()  # the probe call runs on copies of the inputs
+    Specialized(torch.export.export(writes, (x.clone(), unpadded)).module(), writes, [x, unpadded])
+    assert torch.equal(x, before)
+
+
+def test_a_wrapper_pickled_before_it_kept_settings_loads_and_watches_them() -> None:
+    module, x = _Set().eval(), torch.randn(2, 8)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    composed._fixed = replace(composed._fixed, modules=tuple(m[:9] for m in composed._fixed.modules))
+    del composed.__dict__["nested_paths"]
+    loaded = pickle.loads(pickle.dumps(composed))
+    assert _graph_ran(loaded, x) and loaded.nested_paths == []
+    loaded.original.norm.eps = 1.0
+    assert not _graph_ran(loaded, x)
 
 
 @pytest.mark.parametrize("nested", [True, False])

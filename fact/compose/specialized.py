@@ -14,8 +14,12 @@ runs the original module, so no call the original serves is lost.
 from __future__ import annotations
 
 import copy
+import enum
+import functools
 import importlib.util
+import numbers
 import operator
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -68,13 +72,17 @@ class Specialized(nn.Module):
     attribute replaced or given another shape, dtype or device (`.half()`, `.data =`), one added or set
     where it was None, a constant the graph holds replaced in a dict, list, tuple or helper object of a module, a
     submodule replaced or added, a forward hook added or swapped, a forward patched on the module or its
-    class, a plain setting of a module changed (a LayerNorm's `eps`, a flag the forward reads: a plain
-    value, or a short tuple or list of them, among the module's attributes). A TransformerEncoder that the
-    example call hands a padding mask (`nested_paths`) takes PyTorch's nested-tensor path outside grad
-    mode, which gives zeros at padded positions; export traced the grad-mode path, which computes them,
-    so such calls run the original. Not seen: a setting kept elsewhere (in a dict, on a helper object or
-    the class). torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls` and
-    `original_calls` count the calls each took."""
+    class, a plain setting of a module changed (a LayerNorm's `eps`, a flag or a function the forward
+    reads: a number, string, enum, class or function, or a short tuple or list of them, among the module's
+    attributes, compared by value and type). A forward that changes such a setting itself (a call counter)
+    therefore keeps the graph from serving once the original has run. A TransformerEncoder that the
+    example call hands a padding mask and no attention mask (`nested_paths`) takes PyTorch's nested-tensor
+    path where no gradient is wanted of its first layer, which gives zeros at padded positions; export
+    traced the grad-mode path, which computes them, so such calls run the original. Not seen: a setting
+    kept elsewhere (in a dict, on a helper object or the class), and PyTorch's no-grad fast paths of
+    attention for a batch entry whose keys are all padded (they give NaN there, grad mode and the graph
+    give zeros). torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls`
+    and `original_calls` count the calls each took."""
 
     def __init__(self, graph: torch.fx.GraphModule, original: nn.Module, example_inputs: Sequence[Any]) -> None:
         super().__init__()
@@ -142,6 +150,9 @@ class Specialized(nn.Module):
             self.nested_paths = _nested_paths(self.original, None)
         if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
             self._fixed = self._snapshot()
+        elif self._fixed.modules and len(self._fixed.modules[0]) == 9:  # pickled before it kept settings
+            old: tuple[Any, ...] = self._fixed.modules
+            self._fixed = replace(self._fixed, modules=tuple((*m[:9], *_settings(m[0])) for m in old))
         self._reshare()
 
     def train(self, mode: bool = True) -> Specialized:
@@ -208,9 +219,10 @@ class _Snapshot:
                     or state.get("forward") is not forward or cls.forward is not class_forward):
                 return False
             try:
-                if get is not None and (now := get(state)) is not settings and now != settings:
+                if get is not None and ((now := get(state)) != settings  # and by type: 2 and 2.0 trace apart
+                                        or tuple(map(type, now)) != tuple(map(type, settings))):
                     return False
-            except KeyError:  # a setting deleted
+            except Exception:  # a setting deleted, or one now of a kind that == does not answer (an array)
                 return False
         for table, name, t, layout in self.slots:
             if not _same(table.get(name), t, layout):
@@ -245,15 +257,16 @@ def _nested_paths(original: nn.Module, example_inputs: Sequence[Any] | None) -> 
     masked: list[nn.TransformerEncoder] = []
 
     def seen(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        mask = kwargs.get("src_key_padding_mask", args[2] if len(args) > 2 else None)
-        if mask is not None and isinstance(m, nn.TransformerEncoder) and m not in masked:
+        padding = kwargs.get("src_key_padding_mask", args[2] if len(args) > 2 else None)
+        mask = kwargs.get("mask", args[1] if len(args) > 1 else None)  # with one, PyTorch takes no nested path
+        if padding is not None and mask is None and isinstance(m, nn.TransformerEncoder) and m not in masked:
             masked.append(m)
 
     if encoders:
         hooks = [m.register_forward_pre_hook(seen, with_kwargs=True) for m in encoders]
         try:
-            with torch.no_grad():
-                original(*example_inputs)
+            with torch.no_grad():  # on copies: a forward may write into its inputs
+                original(*[t.clone() if isinstance(t, torch.Tensor) else t for t in example_inputs])
         finally:
             for hook in hooks:
                 hook.remove()
@@ -261,11 +274,14 @@ def _nested_paths(original: nn.Module, example_inputs: Sequence[Any] | None) -> 
 
 
 def _takes_nested_path(encoders: list[nn.TransformerEncoder]) -> bool:
-    """Whether a call now may take the nested-tensor path (PyTorch takes it where no gradient is wanted and
-    its fast path is on): the original module answers such calls."""
+    """Whether a call now may take the nested-tensor path: PyTorch takes it where its fast path is on and
+    no gradient is wanted of the input or of the first layer's tensors (the only ones it asks). The
+    original module answers such calls (one whose input wants a gradient too: the graph's kernels would
+    leave it to the original ops anyway)."""
     if not torch.backends.mha.get_fastpath_enabled():
         return False
-    return not (torch.is_grad_enabled() and any(p.requires_grad for m in encoders for p in m.parameters()))
+    return not (torch.is_grad_enabled()
+                and all(any(p.requires_grad for p in m.layers[0].parameters()) for m in encoders))
 
 
 def _backward_hooks(snapshot: _Snapshot) -> bool:
@@ -308,18 +324,29 @@ def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, s
 
 def _module_state(m: nn.Module) -> _ModuleState:
     cls = type(m)
-    names = [name for name, value in m.__dict__.items() if name not in _MODULE_FIELDS and _plain(value)]
-    get = operator.itemgetter(*names) if names else None  # C speed: a call checks every module's settings
     return (m, cls, tuple(m._forward_hooks), tuple(m._forward_pre_hooks), m.__dict__.get("forward"), cls.forward,
-            len(m._modules), len(m._parameters), len(m._buffers), get,
-            None if get is None else copy.deepcopy(get(m.__dict__)))  # a list setting is compared by a copy
+            len(m._modules), len(m._parameters), len(m._buffers), *_settings(m))
+
+
+def _settings(m: nn.Module) -> tuple[Any, Any]:
+    """A getter of the module's plain settings (C speed: a call checks every module's) and what it gave (a
+    list by a copy)."""
+    names = [name for name, value in m.__dict__.items() if name not in _MODULE_FIELDS and _plain(value)]
+    if not names:
+        return None, None
+    get = operator.itemgetter(*names, "training")  # a tuple, even of one setting
+    return get, copy.deepcopy(get(m.__dict__))
+
+
+_SETTING_KINDS = (*_PLAIN, numbers.Number, enum.Enum, type, types.FunctionType, types.BuiltinFunctionType,
+                  types.MethodType, functools.partial)
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
-    """A setting the forward may read that export took as a constant: a plain value, or a short tuple or list
-    of them (a LayerNorm's `normalized_shape`)."""
-    return isinstance(value, _PLAIN) or (isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64
-                                         and all(_plain(v, depth + 1) for v in value))
+    """A setting the forward may read that export took as a constant: a plain value (a number, an enum, a
+    class or function it calls), or a short tuple or list of them (a LayerNorm's `normalized_shape`)."""
+    return isinstance(value, _SETTING_KINDS) or (isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64
+                                                 and all(_plain(v, depth + 1) for v in value))
 
 
 def _global_hooks() -> tuple[tuple[int, ...], tuple[int, ...]]:
