@@ -27,17 +27,23 @@ from fact.realize.choose import (
     split_accuracy_refusal,
 )
 from fact.realize.exact_fp32 import (
+    F16_LO_SCALE,
+    F16_SPAN,
+    F16_TOP,
     LIFT_BELOW,
     RAW_BIG_SMALL_SCALE,
     SMALL_SCALE,
     TensorCoreModel,
     balanced_shift,
     errors,
+    f16_parts_hold,
+    f16_shift,
     fast_two_sum,
     lift,
     round_tf32,
     scheme_dot,
     split,
+    split_f16,
     tc_accumulate,
     trunc_tf32,
     uniform_inputs,
@@ -226,6 +232,47 @@ def test_promoted_3xtf32_is_no_worse_than_fp32_accumulation(inputs) -> None:
     assert e["tf32"] > 100 * e["sgemm"] and e["3xtf32"] > e["3xtf32_p64"], e
     # why the kernel rounds both parts: truncated parts drop a small.small term of one sign
     assert e["3xtf32_p32_trunc"] > 1.5 * e["3xtf32_p32"], e
+
+
+def test_fp16_parts_hold_22_bits_inside_fp16s_range_and_keep_inf_and_nan() -> None:
+    g = torch.Generator().manual_seed(5)
+    x = ((torch.rand(4, 256, generator=g) * 2 - 1) * 2.0 ** torch.randint(-60, 60, (4, 1), generator=g)).float()
+    x[:, 17] *= 2.0**-20  # within F16_SPAN of the block's largest: still every bit
+    shift = f16_shift(x, 64)
+    largest = (x.abs().double().view(4, 4, 64).amax(-1) * torch.ldexp(torch.ones(4, 4, dtype=torch.float64), shift))
+    assert ((largest >= 2.0**F16_TOP) & (largest < 2.0 ** (F16_TOP + 1))).all()
+    full = shift.repeat_interleave(64, dim=1)
+    hi, lo = split_f16(x, full)
+    scaled = x.double() * torch.ldexp(torch.ones_like(x, dtype=torch.float64), full)
+    assert ((hi + lo / F16_LO_SCALE - scaled).abs() <= scaled.abs() * 2.0**-22).all()
+    assert f16_parts_hold(x, 64) and not f16_parts_hold(torch.tensor([[1.0, 2.0 ** -(F16_SPAN + 1)]]))
+    special = torch.tensor([[float("inf"), -float("inf"), float("nan"), 1.0]])
+    hi, lo = split_f16(special, f16_shift(special))
+    assert hi[0, 0] == float("inf") and hi[0, 1] == -float("inf") and hi[0, 2].isnan() and (lo[0, :3] == 0).all()
+
+
+_F16_SCHEMES = ("sgemm", "3xtf32_p128", "3xf16_p128", "3xf16_row_p128")
+
+
+@pytest.mark.parametrize("inputs", [uniform_inputs, wide_inputs])
+def test_fp16_parts_err_as_3xtf32_where_they_hold(inputs) -> None:
+    """The fp16-parts route (probed on the GPU, not built): scaled per block of K, its error is the
+    3xTF32 kernel's where every element lies within 2^F16_SPAN of its block's largest (eight decades do)."""
+    a, b = inputs(24, 24, 1024, seed=4)
+    e = errors(a, b, _F16_SCHEMES, samples=192)
+    assert f16_parts_hold(a, 128) and f16_parts_hold(b.T.contiguous(), 128)
+    assert e["3xf16_p128"] <= e["sgemm"] and e["3xf16_p128"] <= 1.1 * e["3xtf32_p128"], e
+
+
+def test_a_lone_outlier_breaks_fp16_parts_and_f16_parts_hold_says_so() -> None:
+    """An element 2^40 above the rest of its row leaves them below fp16's range once scaled: per row they
+    all lose bits, per block of 128 those of its block; f16_parts_hold sends such operands to TF32."""
+    a, b = uniform_inputs(24, 24, 1024, seed=4)
+    a[:, 7], b[7, :] = 2.0**40, 0.0  # an outlier each row of A, where B's rows are zero: C is unchanged
+    e = errors(a, b, _F16_SCHEMES, samples=192)
+    assert not f16_parts_hold(a, 128) and not f16_parts_hold(a) and f16_parts_hold(b.T.contiguous(), 128)
+    assert e["3xf16_p128"] > 100 * e["sgemm"] and e["3xf16_row_p128"] > e["3xf16_p128"], e
+    assert e["3xtf32_p128"] <= e["sgemm"], e
 
 
 def test_fast_two_sum_returns_the_exact_rounding_error_and_none_past_infinity() -> None:

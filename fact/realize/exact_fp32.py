@@ -243,6 +243,7 @@ def promoted_accumulate(products: torch.Tensor, interval: int, model: TensorCore
 
 
 _SCHEME = re.compile(r"^(sgemm(?:_s(\d+))?|tf32|3xtf32(?:_p(\d+))?(_trunc|_rawbig)?(_unscaled)?(_plain|_kept)?)$")
+_F16_SCHEME = re.compile(r"^3xf16(_row)?_p(\d+)$")
 
 
 def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreModel = HOPPER_TF32
@@ -259,13 +260,19 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
             not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: the promotions' rounding
             errors dropped (promoted_accumulate's `compensated`) where the kernel keeps them (N <= 32);
             _kept: kept at any N (stream-K kernels keep them; others drop them past 32).
+        3xf16_pN: the fp16-parts route (not built), scaled per block of N elements of K and promoted with
+            each block's scale; 3xf16_row_pN: one scale per row, big.big promoted every N.
 
     Raises:
         ValueError: an unknown scheme name.
     """
+    f16 = _F16_SCHEME.match(scheme)
+    if f16 is not None:
+        return _f16_dot(a, b, int(f16.group(2)), bool(f16.group(1)), model)
     m = _SCHEME.match(scheme)
     if m is None:
-        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled][_plain|_kept]")
+        raise ValueError(f"unknown scheme {scheme!r}: sgemm[_sN], tf32, 3xtf32[_pN][_trunc|_rawbig][_unscaled][_plain|_kept], "
+                         "3xf16[_row]_pN")
     if scheme.startswith("sgemm"):
         return fp32_fma_accumulate(a, b, int(m.group(2) or 1))
     if scheme == "tf32":
@@ -305,6 +312,81 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     # the kernel's finish: (main + last) + fma(S, 1 / scale, that add's rounding error), rounded once each
     promoted, lost = fast_two_sum(main, last.float())
     return promoted + (residual / scale + lost.double()).float()
+
+
+# fp16 parts: a route probed on the GPU, not built (results/exact_fp32/h200_2026-11-29_f16x3_probe/). fp16 keeps
+# TF32's 11 significant bits at twice its wgmma rate, but only 30 binades of range, so each operand's row is
+# scaled per block of K by a power of two 2^t that puts its largest |x| just under 2^15, and split there into
+# hi = fp16(x 2^t) and lo = fp16((x 2^t - hi) 2^11). A block's products are summed on the tensor core and
+# added to the fp32 accumulator times 2^-(ta + tb).
+F16_TOP = 14  # a scaled block's largest exponent: |x| 2^t < 2^15 (fp16's largest is 65504)
+F16_LO_SCALE = 2.0**11  # the low part stored times this: it keeps its 11 bits wherever hi is a normal fp16
+F16_SPAN = 28  # binades below a block's largest that keep all their bits (fp16's normals: 2^-14 up to 2^15)
+
+
+def f16_shift(x: torch.Tensor, block: int | None = None) -> torch.Tensor:
+    """The power of two each row of `x` ([S, K] float32) is scaled by before its fp16 split, per block of
+    `block` elements of K (one per row when None): F16_TOP minus floor(log2) of the block's largest
+    finite |x|, F16_TOP where it has none. int64 [S, blocks]."""
+    k = x.shape[1]
+    block = block or k
+    finite = torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x)).double()
+    pad = -k % block
+    largest = torch.nn.functional.pad(finite, (0, pad)).view(x.shape[0], -1, block).amax(dim=-1)
+    exponent = torch.frexp(largest).exponent.to(torch.int64) - 1
+    return torch.where(largest > 0, F16_TOP - exponent, torch.full_like(exponent, F16_TOP))
+
+
+def split_f16(x: torch.Tensor, shift: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x ([S, K] float32) times 2^shift ([S, K]) as fp16 parts (hi, lo), held in float64, with
+    x 2^shift ~ hi + lo / F16_LO_SCALE: each rounded to nearest (cvt.rn.f16.f32) from the exact fp32
+    remainder. Infinities and NaN stay in hi, with lo = 0."""
+    scaled = x.double() * torch.ldexp(torch.ones_like(x, dtype=torch.float64), shift)
+    hi = scaled.to(torch.float16).double()
+    rest = torch.where(torch.isfinite(scaled), scaled - hi, torch.zeros_like(scaled))
+    return hi, (rest * F16_LO_SCALE).to(torch.float16).double()
+
+
+def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
+    """Whether every finite non-zero |x| of each row ([S, K] float32) lies within 2^F16_SPAN of its block's
+    largest, where its fp16 parts keep all 22 bits. Where one does not, the fp16 route would err by up to
+    2^-39 of the block's largest on it (fp16's smallest subnormal, scaled back), which a lone outlier makes
+    worse than SGEMM: such operands need the TF32 route."""
+    k = x.shape[1]
+    block = block or k
+    shift = f16_shift(x, block).repeat_interleave(block, dim=1)[:, :k]
+    scaled = x.double().abs() * torch.ldexp(torch.ones_like(x, dtype=torch.float64), shift)
+    return not bool(((scaled > 0) & torch.isfinite(scaled) & (scaled < 2.0 ** (F16_TOP - F16_SPAN))).any())
+
+
+def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, model: TensorCoreModel) -> torch.Tensor:
+    """The fp16-parts route: scaled per block of `interval` elements of K (or per row), hi.hi and the two
+    residual products summed on the tensor core a block at a time, each block's sums added to the fp32
+    accumulator times 2^-(ta + tb) (the residual's skipped where hi.hi's is infinite, as the TF32 kernels'
+    finish skips it). Per row, one scale serves all of K: hi.hi is promoted, the residual summed over all
+    of K, and the result unscaled once at the end."""
+    rows, k = a.shape
+    block = k if per_row else interval
+    ta, tb = f16_shift(a, block), f16_shift(b, block)
+    a_hi, a_lo = split_f16(a, ta.repeat_interleave(block, dim=1)[:, :k])
+    b_hi, b_lo = split_f16(b, tb.repeat_interleave(block, dim=1)[:, :k])
+    big, small_b, small_a = a_hi * b_hi, a_hi * b_lo, a_lo * b_hi
+    unscale = torch.ldexp(torch.ones_like(ta, dtype=torch.float64), -(ta + tb))  # [rows, blocks]
+    acc = torch.zeros(rows, dtype=torch.float64)
+    residual = torch.zeros(rows, dtype=torch.float64)
+    for c in range(-(-k // interval)):
+        part = slice(c * interval, (c + 1) * interval)
+        p = tc_accumulate(big[:, part], model)
+        r = tc_accumulate(torch.cat([small_b[:, part], small_a[:, part]], dim=-1), model, residual if per_row else None)
+        if per_row:
+            acc, residual = (acc + p).float().double(), r
+            continue
+        acc = (acc + p * unscale[:, c]).float().double()
+        acc = torch.where(torch.isinf(p), acc, (acc + r / F16_LO_SCALE * unscale[:, c]).float().double())
+    if per_row:
+        acc = torch.where(torch.isinf(acc), acc, (acc + residual / F16_LO_SCALE).float().double())
+        acc = (acc * unscale[:, 0]).float().double()
+    return acc.float()
 
 
 def uniform_inputs(m: int, n: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -351,6 +433,9 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
 
 
 __all__ = [
+    "F16_LO_SCALE",
+    "F16_SPAN",
+    "F16_TOP",
     "HOPPER_TF32",
     "LIFT_BELOW",
     "RAW_BIG_SMALL_SCALE",
@@ -358,6 +443,8 @@ __all__ = [
     "TensorCoreModel",
     "balanced_shift",
     "errors",
+    "f16_parts_hold",
+    "f16_shift",
     "fast_two_sum",
     "fp32_fma_accumulate",
     "lift",
@@ -365,6 +452,7 @@ __all__ = [
     "round_tf32",
     "scheme_dot",
     "split",
+    "split_f16",
     "tc_accumulate",
     "trunc_tf32",
     "uniform_inputs",
