@@ -18,7 +18,8 @@ from torch import nn
 
 from fact.compose import ArtifactError, Report, Synthesis
 from fact.compose.rewrite import Dispatch, install, last_first
-from fact.compose.specialized import Specialized, _nested_paths, foreign_classes, signature, specialized
+from fact.compose.specialized import Specialized, foreign_classes, signature, specialized
+from fact.compose.watch import nested_paths_of
 from fact.discover import discover_captured
 from fact.realize import SpecError, spec_for
 
@@ -363,7 +364,7 @@ def test_the_nested_path_follows_pytorchs_own_conditions() -> None:
     torch.testing.assert_close(composed(x, padded), module(x, padded))
     assert composed.graph_calls == 1
     causal = _Encoded(True, causal=True).eval()  # with a mask beside the padding PyTorch takes no nested path
-    assert _nested_paths(causal, [x, unpadded]) == [] and _nested_paths(module, [x, unpadded]) == [module.encoder]
+    assert nested_paths_of(causal, [x, unpadded]) == [] and nested_paths_of(module, [x, unpadded]) == [module.encoder]
     writes, before = _Encoded(True, writes=True).eval(), x.clone()  # the probe call runs on copies of the inputs
     Specialized(torch.export.export(writes, (x.clone(), unpadded)).module(), writes, [x, unpadded])
     assert torch.equal(x, before)

@@ -14,22 +14,29 @@ runs the original module, so no call the original serves is lost.
 from __future__ import annotations
 
 import copy
-import enum
-import functools
 import importlib.util
-import numbers
-import operator
-import types
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-_PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
-_MODULE_FIELDS = frozenset(nn.Module().__dict__)  # nn.Module's own bookkeeping: tables, hooks, mode
+from fact.compose.watch import (
+    PLAIN,
+    Snapshot,
+    backward_hooks,
+    contained,
+    dotted,
+    nested_paths_of,
+    settings_of,
+    table_at,
+    takes_nested_path,
+    tensor_at,
+)
+
+_Snapshot = Snapshot  # where pickles made before fact.compose.watch existed find it
 
 
 def _autocasting() -> bool:
@@ -51,7 +58,7 @@ def signature(args: Sequence[Any]) -> tuple[Any, ...]:
             return "value", float, x.hex()
         if isinstance(x, complex):
             return "value", complex, x.real.hex(), x.imag.hex()
-        return ("value", type(x), x) if isinstance(x, _PLAIN) else ("object", id(x))
+        return ("value", type(x), x) if isinstance(x, PLAIN) else ("object", id(x))
     return spec, tuple(one(x) for x in leaves)
 
 
@@ -90,10 +97,10 @@ class Specialized(nn.Module):
         self.graph = _unguarded(graph)
         self.signature = signature(example_inputs)
         self._held_at = _held_at(self.graph, original)
-        self._contained = _contained(self.graph, original, self._held_at)
-        self.nested_paths = _nested_paths(original, example_inputs)
+        self._contained = contained(self.graph, original, self._held_at)
+        self.nested_paths = nested_paths_of(original, example_inputs)
         self._fixed = self._snapshot()  # the original as the graph was fixed to it
-        self._current: _Snapshot | None = self._fixed  # None: the graph no longer serves
+        self._current: Snapshot | None = self._fixed  # None: the graph no longer serves
         self.training = original.training
         self.graph_calls = 0
         self.original_calls = 0
@@ -109,7 +116,7 @@ class Specialized(nn.Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if (not kwargs and not _autocasting() and self._unchanged() and signature(args) == self.signature
-                and not (self.nested_paths and _takes_nested_path(self.nested_paths))):
+                and not (self.nested_paths and takes_nested_path(self.nested_paths))):
             self.graph_calls += 1
             return self.graph(*args)
         self.original_calls += 1
@@ -120,20 +127,20 @@ class Specialized(nn.Module):
         the last load or conversion, and in eval mode."""
         return (self._current is not None and self._current.holds(self.original)
                 and all(container[key] is value for chain in self._contained for container, key, value in chain)
-                and not (torch.is_grad_enabled() and _backward_hooks(self._current)))
+                and not (torch.is_grad_enabled() and backward_hooks(self._current)))
 
     def _reshare(self) -> None:
         """After a load or a conversion: the graph takes the original's tensors, and serves while they keep
         the layouts and ties it was fixed to and the modules are the same."""
         _share(self.graph, self.original)
         now = self._snapshot()
-        shared = all(_tensor_at(g, name) is _tensor_at(self.original, name) for g, name in self._held_at)
+        shared = all(tensor_at(g, name) is tensor_at(self.original, name) for g, name in self._held_at)
         fixed = self._fixed  # hooks and forwards as the graph traced them, whatever was there at this load
         self._current = (replace(now, modules=fixed.modules, global_hooks=fixed.global_hooks)
                          if shared and now.same_shape_as(fixed) else None)
 
-    def _snapshot(self) -> _Snapshot:
-        return _Snapshot.of(self.original, frozenset(name for _, name in self._held_at))
+    def _snapshot(self) -> Snapshot:
+        return Snapshot.of(self.original, frozenset(name for _, name in self._held_at))
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -145,14 +152,14 @@ class Specialized(nn.Module):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self._held_at = _held_at(self.graph, self.original)
-        self._contained = _contained(self.graph, self.original, self._held_at)
+        self._contained = contained(self.graph, self.original, self._held_at)
         if "nested_paths" not in self.__dict__:  # pickled before the wrapper kept them: every one that may
-            self.nested_paths = _nested_paths(self.original, None)
+            self.nested_paths = nested_paths_of(self.original, None)
         if "_fixed" not in self.__dict__:  # pickled before the wrapper kept it
             self._fixed = self._snapshot()
         elif self._fixed.modules and len(self._fixed.modules[0]) == 9:  # pickled before it kept settings
             old: tuple[Any, ...] = self._fixed.modules
-            self._fixed = replace(self._fixed, modules=tuple((*m[:9], *_settings(m[0])) for m in old))
+            self._fixed = replace(self._fixed, modules=tuple((*m[:9], *settings_of(m[0])) for m in old))
         self._reshare()
 
     def train(self, mode: bool = True) -> Specialized:
@@ -164,207 +171,6 @@ class Specialized(nn.Module):
         super()._apply(fn, recurse)
         self._reshare()  # a conversion gives each module its own copy of a buffer
         return self
-
-
-_Slot = tuple[Any, str, Any, Any]  # a module's table (or, for a tensor attribute, the module), name, tensor, layout
-# a module, its class, forward hooks and pre-hooks, forward on it and on its class, how many children, parameters
-# and buffers, and its plain settings (a getter over its __dict__ and what it gave)
-_ModuleState = tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int, Any, Any]
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """What a graph exported from `original` is fixed to, in a form checked on every call at a few dict
-    reads per module and tensor: each module's links to its children, its class, mode, forward hooks and
-    forward (patched on it or on its class), how many children, parameters and buffers it has (one added
-    is seen too), its plain settings, and each parameter, buffer and tensor attribute the graph holds
-    (None entries included) with its shape, dtype and device."""
-
-    links: tuple[tuple[dict[str, Any], str, nn.Module | None], ...]
-    modules: tuple[_ModuleState, ...]
-    slots: tuple[_Slot, ...]  # parameters and buffers: (the module's table, name, tensor, layout)
-    attributes: tuple[_Slot, ...]  # tensor attributes: (the module, name, tensor, layout)
-    global_hooks: tuple[tuple[int, ...], tuple[int, ...]]
-
-    @staticmethod
-    def of(original: nn.Module, watched: frozenset[str]) -> _Snapshot:
-        """`watched`: the tensor attributes (by dotted name) the graph holds; the others (old-style
-        weight_norm's `weight`, which its hook sets again at every call of the module) are not read."""
-        paths: dict[int, list[str]] = {}
-        unique = []
-        for path, m in original.named_modules(remove_duplicate=False):
-            if id(m) not in paths:
-                unique.append(m)
-            paths.setdefault(id(m), []).append(path)
-        links = tuple((m._modules, name, child) for m in unique for name, child in m._modules.items())
-        modules = tuple(_module_state(m) for m in unique)
-        slots = tuple((table, name, t, _layout(t)) for m in unique for table in (m._parameters, m._buffers)
-                      for name, t in table.items())
-        attributes = tuple((m, name, t, _layout(t)) for m in unique for name, t in m.__dict__.items()
-                           if (t is None and not name.startswith("_")) or (isinstance(t, torch.Tensor)
-                                            and any(_dotted(path, name) in watched for path in paths[id(m)])))
-        return _Snapshot(links, modules, slots, attributes, _global_hooks())
-
-    def holds(self, original: nn.Module) -> bool:
-        if _global_hooks() != self.global_hooks:
-            return False
-        if any(table.get(name) is not child for table, name, child in self.links):
-            return False
-        for m, cls, hooks, pre_hooks, forward, class_forward, children, parameters, buffers, get, settings in self.modules:
-            state = m.__dict__
-            if (state["training"] or type(m) is not cls or len(state["_modules"]) != children
-                    or len(state["_parameters"]) != parameters or len(state["_buffers"]) != buffers
-                    or ((hooks or state["_forward_hooks"]) and tuple(state["_forward_hooks"]) != hooks)
-                    or ((pre_hooks or state["_forward_pre_hooks"]) and tuple(state["_forward_pre_hooks"]) != pre_hooks)
-                    or state.get("forward") is not forward or cls.forward is not class_forward):
-                return False
-            try:
-                if get is not None and ((now := get(state)) != settings  # and by type: 2 and 2.0 trace apart
-                                        or tuple(map(type, now)) != tuple(map(type, settings))):
-                    return False
-            except Exception:  # a setting deleted, or one now of a kind that == does not answer (an array)
-                return False
-        for table, name, t, layout in self.slots:
-            if not _same(table.get(name), t, layout):
-                return False
-        return all(_same(m.__dict__.get(name), t, layout) for m, name, t, layout in self.attributes)
-
-    def same_shape_as(self, fixed: _Snapshot) -> bool:
-        """The same modules of the same classes, links, layouts and ties as `fixed`, whatever the tensors'
-        identities (hooks and forwards are `fixed`'s own: `Specialized._reshare` keeps them)."""
-        def ties(snapshot: _Snapshot) -> list[int]:
-            first: dict[int, int] = {}
-            return [first.setdefault(id(t), i) if t is not None else -1
-                    for i, (_, _, t, _) in enumerate((*snapshot.slots, *snapshot.attributes))]
-
-        def shape(snapshot: _Snapshot) -> tuple[list[Any], ...]:
-            return ([(id(m[0]), m[1]) for m in snapshot.modules], [(id(a), n, id(c)) for a, n, c in snapshot.links],
-                    [(id(a), n, lay) for a, n, _, lay in (*snapshot.slots, *snapshot.attributes)])
-
-        return shape(self) == shape(fixed) and ties(self) == ties(fixed)
-
-
-def _nested_paths(original: nn.Module, example_inputs: Sequence[Any] | None) -> list[nn.TransformerEncoder]:
-    """The TransformerEncoders of `original` that may take PyTorch's nested-tensor path at the example's
-    signature: the example call hands them a padding mask (without an example, every one that can take
-    it). Outside grad mode that path gives zeros at padded positions; export traces the path grad mode
-    takes, which computes them, and the example's mask may pad nothing, so the end-to-end check cannot
-    tell the two apart."""
-    encoders = [m for m in original.modules()
-                if isinstance(m, nn.TransformerEncoder) and getattr(m, "use_nested_tensor", False)]
-    if example_inputs is None:
-        return encoders
-    masked: list[nn.TransformerEncoder] = []
-
-    def seen(m: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        padding = kwargs.get("src_key_padding_mask", args[2] if len(args) > 2 else None)
-        mask = kwargs.get("mask", args[1] if len(args) > 1 else None)  # with one, PyTorch takes no nested path
-        if padding is not None and mask is None and isinstance(m, nn.TransformerEncoder) and m not in masked:
-            masked.append(m)
-
-    if encoders:
-        hooks = [m.register_forward_pre_hook(seen, with_kwargs=True) for m in encoders]
-        try:
-            with torch.no_grad():  # on copies: a forward may write into its inputs
-                original(*[t.clone() if isinstance(t, torch.Tensor) else t for t in example_inputs])
-        finally:
-            for hook in hooks:
-                hook.remove()
-    return masked
-
-
-def _takes_nested_path(encoders: list[nn.TransformerEncoder]) -> bool:
-    """Whether a call now may take the nested-tensor path: PyTorch takes it where its fast path is on and
-    no gradient is wanted of the input or of the first layer's tensors (the only ones it asks). The
-    original module answers such calls (one whose input wants a gradient too: the graph's kernels would
-    leave it to the original ops anyway)."""
-    if not torch.backends.mha.get_fastpath_enabled():
-        return False
-    return not (torch.is_grad_enabled()
-                and all(any(p.requires_grad for p in m.layers[0].parameters()) for m in encoders))
-
-
-def _backward_hooks(snapshot: _Snapshot) -> bool:
-    """Whether a backward hook is on anywhere (the module's own or global): export traced none, so the
-    graph would not call it."""
-    from torch.nn.modules import module as nn_module
-
-    return bool(nn_module._global_backward_hooks or nn_module._global_backward_pre_hooks
-                or any(m.__dict__["_backward_hooks"] or m.__dict__["_backward_pre_hooks"] for m, *_ in snapshot.modules))
-
-
-def _contained(graph: nn.Module, original: nn.Module, held_at: list[tuple[Any, str]]) -> list[tuple[Any, ...]]:
-    """Where the original keeps, inside dicts, lists, tuples and plain objects among its modules' attributes (a
-    rotary cache on a helper object, say), a tensor the graph holds as a constant: each as the chain of
-    (container, key, value) steps from the module down to it, so a call sees any step replaced."""
-    named = {id(_tensor_at(g, name)) for g, name in held_at}
-    wanted = {id(t) for g in graph.modules() if isinstance(g, torch.fx.GraphModule)
-              for t in (*g._parameters.values(), *g._buffers.values(), *g.__dict__.values())
-              if isinstance(t, torch.Tensor) and id(t) not in named}
-    found: list[tuple[Any, ...]] = []
-
-    def search(container: dict[Any, Any] | list[Any] | tuple[Any, ...], chain: tuple[Any, ...], root: bool = False) -> None:
-        for key, value in list(container.items() if isinstance(container, dict) else enumerate(container)):
-            step = (*chain, (container, key, value))
-            if isinstance(value, torch.Tensor):
-                if id(value) in wanted and not root:  # a module's own tensor attributes are held by name
-                    found.append(step)
-            elif (root and str(key).startswith("_")) or len(step) > 3 or isinstance(value, (nn.Module, type)):
-                continue
-            elif isinstance(value, (dict, list, tuple)):  # a tuple's entries stay; the tuple may be replaced
-                search(value, step)
-            elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
-                search(value.__dict__, step)
-
-    if wanted:
-        for m in original.modules():
-            search(m.__dict__, (), root=True)
-    return found
-
-
-def _module_state(m: nn.Module) -> _ModuleState:
-    cls = type(m)
-    return (m, cls, tuple(m._forward_hooks), tuple(m._forward_pre_hooks), m.__dict__.get("forward"), cls.forward,
-            len(m._modules), len(m._parameters), len(m._buffers), *_settings(m))
-
-
-def _settings(m: nn.Module) -> tuple[Any, Any]:
-    """A getter of the module's plain settings (C speed: a call checks every module's) and what it gave (a
-    list by a copy)."""
-    names = [name for name, value in m.__dict__.items() if name not in _MODULE_FIELDS and _plain(value)]
-    if not names:
-        return None, None
-    get = operator.itemgetter(*names, "training")  # a tuple, even of one setting
-    return get, copy.deepcopy(get(m.__dict__))
-
-
-_SETTING_KINDS = (*_PLAIN, numbers.Number, enum.Enum, type, types.FunctionType, types.BuiltinFunctionType,
-                  types.MethodType, functools.partial)
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    """A setting the forward may read that export took as a constant: a plain value (a number, an enum, a
-    class or function it calls), or a short tuple or list of them (a LayerNorm's `normalized_shape`)."""
-    return isinstance(value, _SETTING_KINDS) or (isinstance(value, (tuple, list)) and depth < 2 and len(value) <= 64
-                                                 and all(_plain(v, depth + 1) for v in value))
-
-
-def _global_hooks() -> tuple[tuple[int, ...], tuple[int, ...]]:
-    from torch.nn.modules import module as nn_module
-
-    return tuple(nn_module._global_forward_hooks), tuple(nn_module._global_forward_pre_hooks)
-
-
-def _dotted(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
-
-
-def _same(now: Any, t: Any, layout: Any) -> bool:
-    return now is t and (t is None or (t.dtype is layout[1] and t.shape == layout[0] and t.device == layout[2]))
-
-
-def _layout(t: Any) -> Any:
-    return None if t is None else (t.shape, t.dtype, t.device)
 
 
 def _unguarded(graph: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -416,7 +222,7 @@ def _owned(original: nn.Module) -> dict[str, torch.Tensor]:
     own: dict[str, torch.Tensor] = dict(original.named_parameters(remove_duplicate=False))
     own.update(original.named_buffers(remove_duplicate=False))
     for path, m in original.named_modules(remove_duplicate=False):
-        own.update({_dotted(path, k): t for k, t in m.__dict__.items() if isinstance(t, torch.Tensor)})
+        own.update({dotted(path, k): t for k, t in m.__dict__.items() if isinstance(t, torch.Tensor)})
     return own
 
 
@@ -424,26 +230,7 @@ def _held_at(graph: nn.Module, original: nn.Module) -> list[tuple[torch.fx.Graph
     """Where the graph (or a subgraph its Dispatch modules fall back on) holds one of the original's
     tensors, under the original's name for it."""
     return [(g, name) for name, tensor in _owned(original).items()
-            for g in graph.modules() if isinstance(g, torch.fx.GraphModule) and _tensor_at(g, name) is tensor]
-
-
-def _table_at(module: nn.Module, name: str) -> tuple[dict[str, Any], str] | None:
-    """The table (parameters, buffers or attributes of the submodule) that holds `name`'s tensor, and
-    the field in it."""
-    path, _, field = name.rpartition(".")
-    try:
-        holder = module.get_submodule(path)
-    except AttributeError:
-        return None
-    for table in (holder._parameters, holder._buffers, holder.__dict__):
-        if isinstance(table.get(field), torch.Tensor):
-            return table, field
-    return None
-
-
-def _tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
-    found = _table_at(module, name)
-    return None if found is None else found[0][found[1]]
+            for g in graph.modules() if isinstance(g, torch.fx.GraphModule) and tensor_at(g, name) is tensor]
 
 
 def _share(graph: nn.Module, original: nn.Module) -> None:
@@ -453,7 +240,7 @@ def _share(graph: nn.Module, original: nn.Module) -> None:
     own = _owned(original)
     for g in [m for m in graph.modules() if isinstance(m, torch.fx.GraphModule)]:
         for name, tensor in own.items():
-            found = _table_at(g, name)
+            found = table_at(g, name)
             if found is not None:
                 table, field = found
                 if isinstance(tensor, nn.Parameter) or not isinstance(table[field], nn.Parameter):
