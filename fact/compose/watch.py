@@ -8,7 +8,6 @@ the encoders whose PyTorch fast path the graph does not reproduce.
 
 from __future__ import annotations
 
-import copy
 import enum
 import functools
 import numbers
@@ -135,8 +134,8 @@ def nested_paths_of(original: nn.Module, example_inputs: Sequence[Any] | None) -
 def takes_nested_path(encoders: list[nn.TransformerEncoder]) -> bool:
     """Whether a call now may take the nested-tensor path: PyTorch takes it where its fast path is on and
     no gradient is wanted of the input or of the first layer's tensors (the only ones it asks). The
-    original module answers such calls (one whose input wants a gradient too: the graph's kernels would
-    leave it to the original ops anyway)."""
+    original module answers such calls. The input is not asked here: where it wants a gradient, PyTorch
+    takes no nested path and the original answers as the graph would."""
     if not torch.backends.mha.get_fastpath_enabled():
         return False
     return not (torch.is_grad_enabled()
@@ -194,7 +193,15 @@ def settings_of(m: nn.Module) -> tuple[Any, Any]:
     if not names:
         return None, None
     get = operator.itemgetter(*names, "training")  # a tuple, even of one setting
-    return get, copy.deepcopy(get(m.__dict__))
+    return get, _copied_lists(get(m.__dict__))
+
+
+def _copied_lists(value: Any) -> Any:
+    """`value` with every list in it copied (one changed in place is then seen); anything else as it is
+    (a function or partial compares by identity, and a copy of a bound method would copy its module)."""
+    if isinstance(value, list):
+        return [_copied_lists(v) for v in value]
+    return tuple(_copied_lists(v) for v in value) if isinstance(value, tuple) else value
 
 
 SETTING_KINDS = (*PLAIN, numbers.Number, enum.Enum, type, types.FunctionType, types.BuiltinFunctionType,
