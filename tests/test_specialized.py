@@ -83,6 +83,18 @@ def test_the_signature_is_what_export_fixed() -> None:
     assert signature([thing]) == signature([thing]) != signature([object()])
 
 
+def test_a_call_of_plain_tensors_is_matched_by_their_layouts(attention) -> None:
+    _, composed, x = attention
+    assert composed._tensors is not None  # the example: one plain tensor
+    assert composed._signed((torch.randn(2, 64, 256),)) and not composed._signed((x.double(),))
+    assert not composed._signed((torch.randn(256, 64, 2).permute(2, 1, 0),))  # same shape, other strides
+    assert not composed._signed((x, x)) and not composed._signed(())
+    assert not composed._signed((nn.Parameter(x.clone()),))  # a subclass: the original, to be safe
+    assert not composed._signed(([x],))
+    mixed = Specialized(composed.graph, composed.original, [x, 2])  # not all tensors: the full signature
+    assert mixed._tensors is None and mixed._signed((torch.randn(2, 64, 256), 2)) and not mixed._signed((x, 3))
+
+
 def test_training_mode_runs_the_original_module_in_that_mode(attention) -> None:
     module, composed, x = attention
     # the wrapper's train(), the caller's own reference to the module, or one submodule (MC dropout)
