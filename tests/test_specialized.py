@@ -352,6 +352,39 @@ def test_a_changed_plain_setting_runs_the_original_until_it_is_set_back(change: 
     assert _graph_ran(composed, x)  # set back: the graph serves again
 
 
+class _Configured(nn.Module):
+    """A forward that reads flags from a shared config object and a dict, as Hugging Face models read theirs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(scale=2.0, negate=False, act=functools.partial(torch.clamp, min=-1.0))
+        self.opts = {"power": 1}
+        self.fc = nn.Linear(8, 8)
+        self.fc.config = self.config  # shared: watched once
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.config.act(self.fc(x) * self.config.scale) ** self.opts["power"]
+        return -y if self.config.negate else y
+
+
+@pytest.mark.parametrize("change", ["config_value", "config_flag", "dict_entry", "config_type"])
+def test_a_changed_setting_of_a_config_object_or_dict_runs_the_original(change: str) -> None:
+    module, x = _Configured().eval(), torch.randn(2, 8)
+    composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
+    assert len(composed._fixed.helpers) == 2 and _graph_ran(composed, x)
+    key, value, before = {"config_value": ("scale", 3.0, 2.0), "config_flag": ("negate", True, False),
+                          "dict_entry": ("power", 2, 1), "config_type": ("scale", 2, 2.0)}[change]
+    holder = module.opts if change == "dict_entry" else module.config.__dict__
+    holder[key] = value
+    assert not _graph_ran(composed, x)
+    copied = pickle.loads(pickle.dumps(composed))  # the copy watches its own config
+    assert not _graph_ran(copied, x)
+    holder[key] = before
+    assert _graph_ran(composed, x) and not _graph_ran(copied, x)
+    (copied.original.opts if change == "dict_entry" else copied.original.config.__dict__)[key] = before
+    assert _graph_ran(copied, x)
+
+
 class _Encoded(nn.Module):
     def __init__(self, nested: bool, causal: bool = False, writes: bool = False) -> None:
         super().__init__()

@@ -29,6 +29,7 @@ from fact.compose.watch import (
     backward_hooks,
     contained,
     dotted,
+    helper_settings,
     nested_paths_of,
     settings_of,
     table_at,
@@ -87,14 +88,15 @@ class Specialized(nn.Module):
     attribute replaced or given another shape, dtype or device (`.half()`, `.data =`), one added or set
     where it was None, a constant the graph holds replaced in a dict, list, tuple or helper object of a module, a
     submodule replaced or added, a forward hook added or swapped, a forward patched on the module or its
-    class, a plain setting of a module changed (a LayerNorm's `eps`, a flag or a function the forward
-    reads: a number, string, enum, class or function, or a short tuple or list of them, among the module's
-    attributes, compared by value and type). A forward that changes such a setting itself (a call counter)
-    therefore keeps the graph from serving once the original has run. A TransformerEncoder that the
+    class, a plain setting changed (a LayerNorm's `eps`, a flag or a function the forward reads: a number,
+    string, enum, class or function, or a short tuple or list of them, among a module's attributes, the
+    entries of its dict attributes or the attributes of a helper object such as a model's `config`,
+    compared by value and type). A forward that changes such a setting itself (a call counter) therefore
+    keeps the graph from serving once the original has run. A TransformerEncoder that the
     example call hands a padding mask and no attention mask (`nested_paths`) takes PyTorch's nested-tensor
     path where no gradient is wanted of its first layer, which gives zeros at padded positions; export
     traced the grad-mode path, which computes them, so such calls run the original. Not seen: a setting
-    kept elsewhere (in a dict, on a helper object or the class), and PyTorch's no-grad fast paths of
+    kept deeper (in a dict on a helper object) or on the class, and PyTorch's no-grad fast paths of
     attention for a batch entry whose keys are all padded (they give NaN there, grad mode and the graph
     give zeros). torch.func reaches the tensors under the wrapper's names (`original.…`). `graph_calls`
     and `original_calls` count the calls each took."""
@@ -152,7 +154,7 @@ class Specialized(nn.Module):
         now = self._snapshot()
         shared = all(tensor_at(g, name) is tensor_at(self.original, name) for g, name in self._held_at)
         fixed = self._fixed  # hooks and forwards as the graph traced them, whatever was there at this load
-        self._current = (replace(now, modules=fixed.modules, global_hooks=fixed.global_hooks)
+        self._current = (replace(now, modules=fixed.modules, global_hooks=fixed.global_hooks, helpers=fixed.helpers)
                          if shared and now.same_shape_as(fixed) else None)
 
     def _snapshot(self) -> Snapshot:
@@ -175,7 +177,8 @@ class Specialized(nn.Module):
             self._fixed = self._snapshot()
         elif self._fixed.modules and len(self._fixed.modules[0]) == 9:  # pickled before it kept settings
             old: tuple[Any, ...] = self._fixed.modules
-            self._fixed = replace(self._fixed, modules=tuple((*m[:9], *settings_of(m[0])) for m in old))
+            self._fixed = replace(self._fixed, modules=tuple((*m[:9], *settings_of(m[0])) for m in old),
+                                  helpers=helper_settings([m[0] for m in old]))
         self._reshare()
 
     def train(self, mode: bool = True) -> Specialized:

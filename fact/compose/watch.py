@@ -28,6 +28,9 @@ Slot = tuple[Any, str, Any, Any]  # a module's table (or, for a tensor attribute
 # a module, its class, forward hooks and pre-hooks, forward on it and on its class, how many children, parameters
 # and buffers, and its plain settings (a getter over its __dict__ and what it gave)
 ModuleState = tuple[nn.Module, type, tuple[int, ...], tuple[int, ...], Any, Any, int, int, int, Any, Any]
+# a dict attribute of a module or a helper object (a model's `config`), whether it is the dict, and a getter of
+# its plain entries or attributes with what it gave
+Helper = tuple[Any, bool, Any, Any]
 
 
 @dataclass(frozen=True)
@@ -35,14 +38,15 @@ class Snapshot:
     """What a graph exported from `original` is fixed to, in a form checked on every call at a few dict
     reads per module and tensor: each module's links to its children, its class, mode, forward hooks and
     forward (patched on it or on its class), how many children, parameters and buffers it has (one added
-    is seen too), its plain settings, and each parameter, buffer and tensor attribute the graph holds
-    (None entries included) with its shape, dtype and device."""
+    is seen too), its plain settings and those of its dicts and helper objects, and each parameter, buffer
+    and tensor attribute the graph holds (None entries included) with its shape, dtype and device."""
 
     links: tuple[tuple[dict[str, Any], str, nn.Module | None], ...]
     modules: tuple[ModuleState, ...]
     slots: tuple[Slot, ...]  # parameters and buffers: (the module's table, name, tensor, layout)
     attributes: tuple[Slot, ...]  # tensor attributes: (the module, name, tensor, layout)
     global_hooks: tuple[tuple[int, ...], tuple[int, ...]]
+    helpers: tuple[Helper, ...] = ()  # () in a snapshot pickled before helpers were watched
 
     @staticmethod
     def of(original: nn.Module, watched: frozenset[str]) -> Snapshot:
@@ -61,7 +65,7 @@ class Snapshot:
         attributes = tuple((m, name, t, layout_of(t)) for m in unique for name, t in m.__dict__.items()
                            if (t is None and not name.startswith("_")) or (isinstance(t, torch.Tensor)
                                             and any(dotted(path, name) in watched for path in paths[id(m)])))
-        return Snapshot(links, modules, slots, attributes, global_hook_keys())
+        return Snapshot(links, modules, slots, attributes, global_hook_keys(), helper_settings(unique))
 
     def holds(self, original: nn.Module) -> bool:
         if global_hook_keys() != self.global_hooks:
@@ -81,6 +85,13 @@ class Snapshot:
                                         or tuple(map(type, now)) != tuple(map(type, settings))):
                     return False
             except Exception:  # a setting deleted, or one now of a kind that == does not answer (an array)
+                return False
+        for holder, is_dict, get, settings in self.helpers:
+            try:
+                if ((now := get(holder if is_dict else holder.__dict__)) != settings
+                        or tuple(map(type, now)) != tuple(map(type, settings))):
+                    return False
+            except Exception:
                 return False
         for table, name, t, layout in self.slots:
             if not same(table.get(name), t, layout):
@@ -196,6 +207,30 @@ def settings_of(m: nn.Module) -> tuple[Any, Any]:
     return get, _copied_lists(get(m.__dict__))
 
 
+def helper_settings(modules: list[nn.Module]) -> tuple[Helper, ...]:
+    """The plain settings one step away from the modules, each holder once: the entries of a dict attribute,
+    and the attributes of a helper object (a model's `config`, whose flags a forward may read)."""
+    seen: set[int] = set()
+    out: list[Helper] = []
+    for m in modules:
+        for name, value in m.__dict__.items():
+            if name.startswith("_") or id(value) in seen:
+                continue
+            if isinstance(value, dict):
+                table, is_dict = value, True
+            elif (isinstance(value, (nn.Module, torch.Tensor, type)) or callable(value)
+                    or not isinstance(getattr(value, "__dict__", None), dict)):
+                continue
+            else:
+                table, is_dict = value.__dict__, False
+            keys = [key for key, v in table.items() if plain(v)]
+            if keys:
+                seen.add(id(value))
+                get = operator.itemgetter(*keys, keys[0])  # a tuple, even of one setting
+                out.append((value, is_dict, get, _copied_lists(get(table))))
+    return tuple(out)
+
+
 def _copied_lists(value: Any) -> Any:
     """`value` with every list in it copied (one changed in place is then seen); anything else as it is
     (a function or partial compares by identity, and a copy of a bound method would copy its module)."""
@@ -252,5 +287,5 @@ def tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
     return None if found is None else found[0][found[1]]
 
 
-__all__ = ["PLAIN", "Snapshot", "backward_hooks", "contained", "dotted", "nested_paths_of", "settings_of",
+__all__ = ["PLAIN", "Snapshot", "backward_hooks", "contained", "dotted", "helper_settings", "nested_paths_of", "settings_of",
            "table_at", "takes_nested_path", "tensor_at"]
