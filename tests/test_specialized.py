@@ -20,7 +20,7 @@ from torch import nn
 from fact.compose import ArtifactError, Report, Synthesis
 from fact.compose.rewrite import Dispatch, install, last_first
 from fact.compose.specialized import Specialized, foreign_classes, signature, specialized
-from fact.compose.watch import nested_paths_of
+from fact.compose.watch import HELPER_KEYS, helper_settings, nested_paths_of
 from fact.discover import discover_captured
 from fact.realize import SpecError, spec_for
 
@@ -372,6 +372,7 @@ def test_a_changed_setting_of_a_config_object_or_dict_runs_the_original(change: 
     module, x = _Configured().eval(), torch.randn(2, 8)
     composed = Specialized(torch.export.export(module, (x,)).module(), module, [x])
     assert len(composed._fixed.helpers) == 2 and _graph_ran(composed, x)
+    assert not helper_settings([SimpleNamespace(vocab={str(i): i for i in range(HELPER_KEYS + 1)})])  # data
     key, value, before = {"config_value": ("scale", 3.0, 2.0), "config_flag": ("negate", True, False),
                           "dict_entry": ("power", 2, 1), "config_type": ("scale", 2, 2.0)}[change]
     holder = module.opts if change == "dict_entry" else module.config.__dict__

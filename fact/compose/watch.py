@@ -207,9 +207,13 @@ def settings_of(m: nn.Module) -> tuple[Any, Any]:
     return get, _copied_lists(get(m.__dict__))
 
 
+HELPER_KEYS = 256  # a holder with more plain entries is data (a vocabulary), not settings: not watched
+
+
 def helper_settings(modules: list[nn.Module]) -> tuple[Helper, ...]:
     """The plain settings one step away from the modules, each holder once: the entries of a dict attribute,
-    and the attributes of a helper object (a model's `config`, whose flags a forward may read)."""
+    and the attributes of a helper object (a model's `config`, whose flags a forward may read); not those
+    of a holder with more than HELPER_KEYS of them."""
     seen: set[int] = set()
     out: list[Helper] = []
     for m in modules:
@@ -224,7 +228,7 @@ def helper_settings(modules: list[nn.Module]) -> tuple[Helper, ...]:
             else:
                 table, is_dict = value.__dict__, False
             keys = [key for key, v in table.items() if plain(v)]
-            if keys:
+            if 0 < len(keys) <= HELPER_KEYS:
                 seen.add(id(value))
                 get = operator.itemgetter(*keys, keys[0])  # a tuple, even of one setting
                 out.append((value, is_dict, get, _copied_lists(get(table))))
@@ -287,5 +291,5 @@ def tensor_at(module: nn.Module, name: str) -> torch.Tensor | None:
     return None if found is None else found[0][found[1]]
 
 
-__all__ = ["PLAIN", "Snapshot", "backward_hooks", "contained", "dotted", "helper_settings", "nested_paths_of", "settings_of",
+__all__ = ["HELPER_KEYS", "PLAIN", "Snapshot", "backward_hooks", "contained", "dotted", "helper_settings", "nested_paths_of", "settings_of",
            "table_at", "takes_nested_path", "tensor_at"]
