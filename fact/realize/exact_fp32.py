@@ -324,6 +324,16 @@ F16_LO_SCALE = 2.0**11  # the low part stored times this: it keeps its 11 bits w
 F16_SPAN = 28  # binades below a block's largest that keep all their bits (fp16's normals: 2^-14 up to 2^15)
 
 
+def _pow2(exponent: torch.Tensor) -> torch.Tensor:
+    """2^exponent, exactly, in float64."""
+    return torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), exponent)
+
+
+def _per_element(shift: torch.Tensor, block: int, k: int) -> torch.Tensor:
+    """[S, blocks] shifts as [S, k]: each block's for each of its elements."""
+    return shift.repeat_interleave(block, dim=1)[:, :k]
+
+
 def f16_shift(x: torch.Tensor, block: int | None = None) -> torch.Tensor:
     """The power of two each row of `x` ([S, K] float32) is scaled by before its fp16 split, per block of
     `block` elements of K (one per row when None): F16_TOP minus floor(log2) of the block's largest
@@ -341,7 +351,7 @@ def split_f16(x: torch.Tensor, shift: torch.Tensor) -> tuple[torch.Tensor, torch
     """x ([S, K] float32) times 2^shift ([S, K]) as fp16 parts (hi, lo), held in float64, with
     x 2^shift ~ hi + lo / F16_LO_SCALE: each rounded to nearest (cvt.rn.f16.f32) from the exact fp32
     remainder. Infinities and NaN stay in hi, with lo = 0."""
-    scaled = x.double() * torch.ldexp(torch.ones_like(x, dtype=torch.float64), shift)
+    scaled = x.double() * _pow2(shift)
     hi = scaled.to(torch.float16).double()
     rest = torch.where(torch.isfinite(scaled), scaled - hi, torch.zeros_like(scaled))
     return hi, (rest * F16_LO_SCALE).to(torch.float16).double()
@@ -354,8 +364,7 @@ def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
     worse than SGEMM: such operands need the TF32 route."""
     k = x.shape[1]
     block = block or k
-    shift = f16_shift(x, block).repeat_interleave(block, dim=1)[:, :k]
-    scaled = x.double().abs() * torch.ldexp(torch.ones_like(x, dtype=torch.float64), shift)
+    scaled = x.double().abs() * _pow2(_per_element(f16_shift(x, block), block, k))
     return not bool(((scaled > 0) & torch.isfinite(scaled) & (scaled < 2.0 ** (F16_TOP - F16_SPAN))).any())
 
 
@@ -368,10 +377,10 @@ def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, mod
     rows, k = a.shape
     block = k if per_row else interval
     ta, tb = f16_shift(a, block), f16_shift(b, block)
-    a_hi, a_lo = split_f16(a, ta.repeat_interleave(block, dim=1)[:, :k])
-    b_hi, b_lo = split_f16(b, tb.repeat_interleave(block, dim=1)[:, :k])
+    a_hi, a_lo = split_f16(a, _per_element(ta, block, k))
+    b_hi, b_lo = split_f16(b, _per_element(tb, block, k))
     big, small_b, small_a = a_hi * b_hi, a_hi * b_lo, a_lo * b_hi
-    unscale = torch.ldexp(torch.ones_like(ta, dtype=torch.float64), -(ta + tb))  # [rows, blocks]
+    unscale = _pow2(-(ta + tb))  # [rows, blocks]
     acc = torch.zeros(rows, dtype=torch.float64)
     residual = torch.zeros(rows, dtype=torch.float64)
     for c in range(-(-k // interval)):
