@@ -48,18 +48,13 @@ def f16_route(a: Any, b: Any, block: int, per_row: bool) -> Any:
     blocks' sums added unscaled and the result unscaled once."""
     import torch
 
-    from fact.realize.exact_fp32 import F16_LO_SCALE, f16_shift, split_f16
+    from fact.realize.exact_fp32 import F16_LO_SCALE, f16_parts
 
     m, k = a.shape
-    bt = b.T.contiguous()
-    n, blocks = bt.shape[0], k // block
-    scale_block = k if per_row else block
-    ta, tb = f16_shift(a, scale_block), f16_shift(bt, scale_block)
-    parts = []
-    for x, t in ((a, ta), (bt, tb)):
-        hi, lo = split_f16(x, t.repeat_interleave(scale_block, dim=1)[:, :k])
-        parts += [hi.half().view(-1, blocks, block).transpose(0, 1), lo.half().view(-1, blocks, block).transpose(0, 1)]
-    a_hi, a_lo, b_hi, b_lo = parts  # [blocks, rows, block], exact in fp16 by construction
+    n, blocks = b.shape[1], k // block
+    (a_hi, a_lo, ta), (b_hi, b_lo, tb) = (f16_parts(x, None if per_row else block) for x in (a, b.T.contiguous()))
+    # [blocks, rows, block], exact in fp16 by construction
+    a_hi, a_lo, b_hi, b_lo = (p.half().view(-1, blocks, block).transpose(0, 1) for p in (a_hi, a_lo, b_hi, b_lo))
     big = torch.bmm(a_hi, b_hi.transpose(1, 2), out_dtype=torch.float32)  # [blocks, m, n]
     residual = torch.bmm(torch.cat([a_hi, a_lo], -1), torch.cat([b_lo, b_hi], -1).transpose(1, 2),
                          out_dtype=torch.float32)

@@ -126,7 +126,7 @@ class Specialized(nn.Module):
         return self.graph.code
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if (not kwargs and not _autocasting() and self._unchanged() and self._signed(args)
+        if (not kwargs and not _autocasting() and self._signed(args) and self._unchanged()
                 and not (self.nested_paths and takes_nested_path(self.nested_paths))):
             self.graph_calls += 1
             return self.graph(*args)

@@ -357,6 +357,15 @@ def split_f16(x: torch.Tensor, shift: torch.Tensor) -> tuple[torch.Tensor, torch
     return hi, (rest * F16_LO_SCALE).to(torch.float16).double()
 
 
+def f16_parts(x: torch.Tensor, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x ([S, K] float32) scaled per block of `block` elements of K (per row when None) and split: (hi, lo,
+    shift), split_f16's parts of x 2^shift and f16_shift's [S, blocks] shifts."""
+    k = x.shape[1]
+    block = block or k
+    shift = f16_shift(x, block)
+    return (*split_f16(x, _per_element(shift, block, k)), shift)
+
+
 def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
     """Whether every finite non-zero |x| of each row ([S, K] float32) lies within 2^F16_SPAN of its block's
     largest, where its fp16 parts keep all 22 bits. Where one does not, the fp16 route would err by up to
@@ -376,9 +385,8 @@ def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, mod
     of K, and the result unscaled once at the end."""
     rows, k = a.shape
     block = k if per_row else interval
-    ta, tb = f16_shift(a, block), f16_shift(b, block)
-    a_hi, a_lo = split_f16(a, _per_element(ta, block, k))
-    b_hi, b_lo = split_f16(b, _per_element(tb, block, k))
+    a_hi, a_lo, ta = f16_parts(a, block)
+    b_hi, b_lo, tb = f16_parts(b, block)
     big, small_b, small_a = a_hi * b_hi, a_hi * b_lo, a_lo * b_hi
     unscale = _pow2(-(ta + tb))  # [rows, blocks]
     acc = torch.zeros(rows, dtype=torch.float64)
@@ -452,6 +460,7 @@ __all__ = [
     "TensorCoreModel",
     "balanced_shift",
     "errors",
+    "f16_parts",
     "f16_parts_hold",
     "f16_shift",
     "fast_two_sum",
