@@ -40,7 +40,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +77,22 @@ def default_for(case: Case) -> GemmSpec:
                                   ProblemShape(m, n, k, b), layouts))
 
 
+def tf32_for(spec: GemmSpec) -> GemmSpec | None:
+    """Where fact's pick multiplies fp16 parts (f16_parts), the same kernel on TF32 parts; else None."""
+    t = spec.tiles
+    if not (isinstance(t, Sm90SplitTiles) and t.f16_parts):
+        return None
+    return replace(spec, tiles=replace(t, f16_parts=False))
+
+
 def all_kernels() -> dict[str, GemmSpec]:
-    """The named variants, and `default_<case>`: fact's own choice for each case (the same kernel under
-    several roles is built once: the build cache is keyed by the spec). A case fact refuses has no
-    default kernel: its row says why (`refused_roles`)."""
-    return {**named_kernels(),
-            **{f"default_{c.label}": default_for(c) for c in cases() if not c.epilogue and not c.refusal}}
+    """The named variants, `default_<case>`: fact's own choice for each case (the same kernel under
+    several roles is built once: the build cache is keyed by the spec), and `tf32_<case>` beside a choice
+    on fp16 parts. A case fact refuses has no default kernel: its row says why (`refused_roles`)."""
+    defaults = {c.label: default_for(c) for c in cases() if not c.epilogue and not c.refusal}
+    tf32 = {f"tf32_{label}": tf32_for(spec) for label, spec in defaults.items()}
+    return {**named_kernels(), **{f"default_{label}": spec for label, spec in defaults.items()},
+            **{role: spec for role, spec in tf32.items() if spec is not None}}
 
 
 def refused_roles() -> set[str]:
@@ -140,6 +150,11 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["batched_k16_p128_c2x1_presplit"] = spec(Mode.BATCHED, promotion=128, cluster=(2, 1), **ps)
     out["streamk_k16_p128_c2x1_presplit"] = spec(Mode.STREAMK, scheduler=Scheduler.STREAMK, promotion=128,
                                                  cluster=(2, 1), **ps)
+    # ... as fp16 parts, a power of two a row, the TF32 parts behind them (f16_parts)
+    for p in (32, 64, 128):
+        out[f"presplit_f16_p{p}"] = spec(promotion=p, cluster=(2, 1), f16_parts=True, **ps)
+    out["evt_presplit_f16_p128"] = spec(chain=("bias", "gelu_tanh", "residual"), promotion=128, cluster=(2, 1),
+                                        f16_parts=True, **ps)
     for layout in ("nn", "tt", "nt"):
         out[f"gemm_k16_p128_{layout}_presplit"] = spec(promotion=128, layout=layout, **ps)
         out[f"gemm_k16_p128_{layout}_c2x1_presplit"] = spec(promotion=128, layout=layout, cluster=(2, 1), **ps)
@@ -199,7 +214,7 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low | sample_miss
+    inputs: str = "uniform"  # uniform | wide | outlier | tiny_rows | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low | sample_miss
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
@@ -242,7 +257,8 @@ def cases(quick: bool = False) -> list[Case]:
                 "gemm_n192_acc2_p64_presplit")
     square, gemm = (*square, *presplit), (*gemm, *presplit)
     # bad inputs: the presplit kernels' numerics are the shared-memory split's
-    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit", *rawbig)
+    checked = ("gemm_k16_p128_presplit", "gemm_k16_p64_presplit", "gemm_k16_p128_c2x1_presplit", *rawbig,
+               "presplit_f16_p128")
 
     def layouts(lay: str) -> tuple[str, ...]:
         return (f"gemm_k16_p128_{lay}", f"gemm_k16_p128_{lay}_presplit", f"gemm_k16_p128_{lay}_c2x1_presplit")
@@ -257,6 +273,11 @@ def cases(quick: bool = False) -> list[Case]:
         # minGPT's MLP projection (4C -> C, C = 768) over 64 x 1024 tokens: K = 3072, promoted every 64
         Case("linear_k3072", (1, 65536, 768, 3072), seeds=(0,),
              kernels=presplit),
+        # fp16 parts: operands they cannot hold, which the flag sends to the TF32 parts (timed: the fp16
+        # passes and GEMM launch first), and eight decades, which they hold
+        *(Case(f"{inputs}_2048", (1, 2048, 2048, 2048), inputs, seeds=SEEDS[:2], kernels=("presplit_f16_p64",))
+          for inputs in ("outlier", "tiny_rows")),
+        Case("wide_4096", (1, 4096, 4096, 4096), "wide", seeds=SEEDS[:2], kernels=("presplit_f16_p128",)),
         Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, *layouts("nn"))),
         Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, *layouts("tt"))),
         Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, *layouts("nt"))),
@@ -298,7 +319,8 @@ def cases(quick: bool = False) -> list[Case]:
         # infinities meeting TF32 values (small part 0), and a NaN whose payload lies in the 13 bits TF32 drops
         Case("inf_tf32_values", (1, 256, 256, 1024), "inf_tf32", timed=False, kernels=("gemm_k16_p64", *checked)),
         Case("nan_low_payload", (1, 256, 256, 1024), "nan_low", timed=False, kernels=("gemm_k16_p64", *checked)),
-        Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128",), seeds=(0,)),
+        Case("mingpt_fc_evt", (1, 65536, 3072, 768), kernels=("evt_bias_gelu_tanh_residual_p128", "evt_presplit_f16_p128"),
+             seeds=(0,)),
         *few_tiles_cases(),
         *split_gap_cases(),
     ]
@@ -463,6 +485,11 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         low = torch.tensor([0x7F800001], dtype=torch.int32, device="cuda").view(torch.float32)  # bits kept
         a[0, 3, 5:6] = low
         w[0, n - 2, 7:8] = low
+    if case.inputs == "outlier":  # 2^40 in one column of A, where B is 0: SGEMM's result stays uniform's
+        a[:, :, k // 3] = 2.0**40
+        w[:, :, k // 3] = 0
+    if case.inputs == "tiny_rows":  # a row of A near 1e-20 in every 64: its largest below 2^-60
+        a[:, ::64, :] *= 1e-20
     if case.inputs == "sample_miss":  # the rows of A the lift's sample reads (fact_lift_sample), zero
         a[:, [i * (m - 1) // 15 for i in range(16)], :] = 0
     out = {"a": a, "w": w}
@@ -566,8 +593,9 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
         sgemm_err = rel_err(s, ref)
         sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
         sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
-        default = f"default_{case.label}"
-        for role in (default, *case.kernels) if default in all_kernels() or case.refusal else case.kernels:
+        default, tf32 = f"default_{case.label}", f"tf32_{case.label}"
+        picks = (default, *((tf32,) if tf32 in all_kernels() else ()))
+        for role in (*picks, *case.kernels) if default in all_kernels() or case.refusal else case.kernels:
             if SELECTED is not None and role not in SELECTED:
                 continue
             kernel = kernels_built.get(role)

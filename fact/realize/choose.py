@@ -40,6 +40,9 @@ SM90_3XTF32_TILE = (128, 128, 16)
 # 1.60x. It pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on: a threshold between two points.
 PRESPLIT_MIN_MN_OVER_SUM = 448
 PRESPLIT_CLUSTER = (2, 1)
+# The presplit kernels write fp16 parts (Sm90SplitTiles.f16_parts): the three products on fp16 wgmma, at
+# twice TF32's rate and half its bytes, with the TF32 kernel behind them for operands fp16 cannot hold.
+PRESPLIT_F16 = True
 
 
 # From this depth on, the shared-memory split leaves x as the big part (raw_big: wgmma truncates it) and
@@ -294,7 +297,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         cluster = SPLITK_CLUSTER
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
-                           a_in_registers=in_registers, raw_big=raw_big,
+                           a_in_registers=in_registers, raw_big=raw_big, f16_parts=presplit and PRESPLIT_F16,
                            plain_promotion=plain_promotion_pays(p.k, mode, in_registers))
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 

@@ -377,6 +377,25 @@ def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
     return not bool(((scaled > 0) & torch.isfinite(scaled) & (scaled < 2.0 ** (F16_TOP - F16_SPAN))).any())
 
 
+# The fp16 route's rows (f16_parts) keep a largest |x| within 2^+-F16_RANGE: beyond, 2^-t or a partial sum
+# times it could leave fp32's normal range in the epilogue's unscaling.
+F16_RANGE = 60
+
+
+def f16_row_parts_hold(x: torch.Tensor) -> bool:
+    """Whether the fp16 route (one scale a row) serves an operand ([S, K] float32), as the kernel's pass
+    decides: every entry finite, every row's largest finite |x| within 2^+-F16_RANGE (or the row all zero),
+    and every non-zero entry within 2^F16_SPAN of its row's largest (f16_parts_hold). Where it does not, the
+    kernel runs the TF32 route instead."""
+    if not bool(torch.isfinite(x).all()):
+        return False
+    largest = x.double().abs().amax(dim=1)
+    exponent = torch.frexp(largest).exponent - 1
+    if bool(((largest > 0) & (exponent.abs() > F16_RANGE)).any()):
+        return False
+    return f16_parts_hold(x)
+
+
 def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, model: TensorCoreModel) -> torch.Tensor:
     """The fp16-parts route: scaled per block of `interval` elements of K (or per row), hi.hi and the two
     residual products summed on the tensor core a block at a time, each block's sums added to the fp32
@@ -451,6 +470,7 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
 
 __all__ = [
     "F16_LO_SCALE",
+    "F16_RANGE",
     "F16_SPAN",
     "F16_TOP",
     "HOPPER_TF32",
@@ -462,6 +482,7 @@ __all__ = [
     "errors",
     "f16_parts",
     "f16_parts_hold",
+    "f16_row_parts_hold",
     "f16_shift",
     "fast_two_sum",
     "fp32_fma_accumulate",

@@ -157,7 +157,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "promotion": spec.tiles.promotion, "a_in_registers": spec.tiles.a_in_registers,
                    "compensated": spec.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
-                   "raw_big": spec.tiles.raw_big,
+                   "raw_big": spec.tiles.raw_big, "f16_parts": spec.tiles.f16_parts,
                    # subnormal operands: lifted behind a gate kernel where the mainloop splits (the presplit
                    # pass lifts its own)
                    "lift_mainloop": spec.lifts_in_mainloop,

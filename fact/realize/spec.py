@@ -119,7 +119,16 @@ class Sm90SplitTiles(Sm90Tiles):
     small = rna_tf32(x - trunc_tf32(x)):
     big is the raw fp32 tile, which wgmma reads as TF32 by truncation. That spares a stage a third of
     its split traffic (one write of both tiles) at the price of a small part up to twice as large, so
-    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both)."""
+    3xTF32 keeps one bit less of each operand (fact.realize.exact_fp32 models both).
+
+    With `f16_parts` (presplit only) the pass writes each row of each operand as two fp16 parts, scaled
+    by a power of two that puts the row's largest |x| just under 2^15 (hi = fp16(x 2^t), lo =
+    fp16((x 2^t - hi) 2^11)), and the mainloop multiplies them on fp16 wgmma, at twice TF32's rate and
+    half its bytes; the epilogue unscales each output by 2^-(ta + tb). fp16 keeps TF32's 11 significant
+    bits but only 30 binades, so where a row does not fit (an entry more than 2^28 below its row's largest,
+    a row's largest outside 2^+-60, an infinity or NaN) the pass raises a flag and the call runs the TF32
+    kernel instead, launched behind it in the same stream (fact.realize.exact_fp32: `3xf16_row_pN`,
+    `f16_row_parts_hold`)."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -135,6 +144,7 @@ class Sm90SplitTiles(Sm90Tiles):
     # the promotions' rounding errors dropped under stream-K and parallel split-K too, where the kernel
     # keeps them otherwise: only from K = fact.realize.choose.PLAIN_PROMOTION_MIN_K on
     plain_promotion: bool = False
+    f16_parts: bool = False
 
     @property
     def compensated(self) -> bool:
@@ -225,6 +235,7 @@ class GemmSpec:
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
                 hier += ("_rawbig" if t.raw_big else "") + ("_plain" if t.plain_promotion else "")
+                hier += "_f16" if t.f16_parts else ""
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -411,6 +422,9 @@ class GemmSpec:
             raise SpecError("A is split either in registers or before the mainloop (presplit), not both")
         if t.raw_big and t.presplit:
             raise SpecError("a raw big part is the mainloop split's: the presplit pass writes its own big parts")
+        if t.f16_parts and not (t.presplit and t.accumulators == 3 and k == 16 and t.promotion % 32 == 0):
+            raise SpecError("fp16 parts are written by the presplit pass and multiplied at tile K 16 (32 fp16 in "
+                            "the same bytes) with three accumulators, promoted every multiple of 32")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.a_in_registers and _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 3:
@@ -528,7 +542,7 @@ def _canon(value: Any) -> Any:
 _ADDED_SPEC_FIELDS: dict[str, dict[str, Any]] = {"FmhaSpec": {"schedule": Schedule.COOPERATIVE.value,
                                                               "softmax_in_turns": False, "kv_stages": 5}}
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
-                                       "raw_big": False, "plain_promotion": False}
+                                       "raw_big": False, "plain_promotion": False, "f16_parts": False}
 
 
 def spec_key(spec: KernelSpec) -> str:
