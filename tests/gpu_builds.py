@@ -49,10 +49,17 @@ def persistent_lift_spec() -> GemmSpec:
     return exact_pick(m, n, k, batch=batch, pattern="bmm")
 
 
+def tf32_twin(spec: GemmSpec) -> GemmSpec:
+    """A presplit kernel on fp16 parts as the same kernel on TF32 parts only (what its flag falls back to)."""
+    assert isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.f16_parts
+    return dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, f16_parts=False))
+
+
 def exact_specs() -> list[GemmSpec]:
     """Every kernel test_exact_fp32.py runs on the GPU."""
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
+            tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE)),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 
@@ -79,7 +86,7 @@ def splitk_variants() -> dict[str, GemmSpec]:
 
 def presplit_in_blocks_spec() -> GemmSpec:
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, COL, ROW, (), Mode.GEMM,
-                    Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True))
+                    Sm90SplitTiles((128, 128, 16), (2, 1), promotion=128, presplit=True, f16_parts=True))
 
 
 def streamk_exact_spec() -> GemmSpec:

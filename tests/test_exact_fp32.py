@@ -28,6 +28,7 @@ from fact.realize.choose import (
 )
 from fact.realize.exact_fp32 import (
     F16_LO_SCALE,
+    F16_RANGE,
     F16_SPAN,
     F16_TOP,
     LIFT_BELOW,
@@ -37,6 +38,7 @@ from fact.realize.exact_fp32 import (
     balanced_shift,
     errors,
     f16_parts_hold,
+    f16_row_parts_hold,
     f16_shift,
     fast_two_sum,
     lift,
@@ -69,6 +71,7 @@ from tests.gpu_builds import (
     exact_pick,
     exact_specs,
     persistent_lift_spec,
+    tf32_twin,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -275,6 +278,31 @@ def test_a_lone_outlier_breaks_fp16_parts_and_f16_parts_hold_says_so() -> None:
     assert e["3xtf32_p128"] <= e["sgemm"], e
 
 
+def test_the_fp16_route_serves_the_rows_its_pass_lets_through() -> None:
+    """f16_row_parts_hold, the rule of the presplit kernels' pass (f16_parts): finite, each row's largest
+    within 2^+-F16_RANGE, every non-zero entry within 2^F16_SPAN of it. Where it holds the route, scaled a
+    row, errs as 3xTF32 and below SGEMM; each way it fails sends the call to the TF32 parts."""
+    a, b = wide_inputs(32, 32, 2048, seed=5, decades=8.0)
+    assert f16_row_parts_hold(a) and f16_row_parts_hold(b.T.contiguous())
+    e = errors(a, b, ("sgemm", "3xtf32_p128", "3xf16_row_p128"), samples=256)
+    assert e["3xf16_row_p128"] <= e["sgemm"] and e["3xf16_row_p128"] <= 1.1 * e["3xtf32_p128"], e
+    zero_row = a.clone()
+    zero_row[3] = 0
+    assert f16_row_parts_hold(zero_row)  # a row of zeros: nothing to scale
+    for bad in ("inf", "nan", "outlier", "tiny", "huge"):
+        x = a.clone()
+        if bad in ("inf", "nan"):
+            x[2, 5] = float(bad)
+        if bad == "outlier":
+            x[2, 5] = x[2].abs().max() * 2.0 ** (F16_SPAN + 2)
+        if bad in ("tiny", "huge"):
+            x[2] = x[2] / x[2].abs().max() * 2.0 ** (-(F16_RANGE + 2) if bad == "tiny" else F16_RANGE + 2)
+        assert not f16_row_parts_hold(x), bad
+    edge = a.clone()
+    edge[2] = edge[2] / edge[2].abs().max() * 2.0**F16_RANGE  # a largest of exactly 2^F16_RANGE still serves
+    assert f16_row_parts_hold(edge)
+
+
 def test_fast_two_sum_returns_the_exact_rounding_error_and_none_past_infinity() -> None:
     g = torch.Generator().manual_seed(0)
     a = (torch.rand(4096, generator=g) * 2 - 1) * 2.0 ** torch.randint(0, 20, (4096,), generator=g)
@@ -417,7 +445,7 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    for added in ("a_in_registers", "accumulators", "presplit", "raw_big", "plain_promotion"):  # the key before these
+    for added in ("a_in_registers", "accumulators", "presplit", "raw_big", "plain_promotion", "f16_parts"):  # the key before these
         del before["tiles"][added]
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
@@ -444,6 +472,11 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"tiles": Sm90SplitTiles(tile=(128, 112, 32))}, "N in"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), a_in_registers=True, presplit=True)}, "not both"),
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), presplit=True, raw_big=True)}, "presplit pass writes its own big parts"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), f16_parts=True)}, "fp16 parts are written by the presplit pass"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 32), presplit=True, f16_parts=True)}, "at tile K 16"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), promotion=48, presplit=True, f16_parts=True)}, "multiple of"),
+    ({"tiles": Sm90SplitTiles(tile=(128, 192, 16), accumulators=2, presplit=True, f16_parts=True, promotion=64)},
+     "three accumulators"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -636,7 +669,7 @@ def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() ->
     big = ProblemShape(4096, 4096, 4096)
     for layouts in ((ROW, COL), (COL, COL), (ROW, ROW), (COL, ROW)):
         spec = spec_for(dataclasses.replace(_match(layouts=layouts), problem=big), "sm90")
-        assert spec.tiles.presplit and spec.tiles.cluster == (2, 1) and spec.name.endswith("_presplit")
+        assert spec.tiles.presplit and spec.tiles.cluster == (2, 1) and spec.name.endswith("_presplit_f16")
         assert not spec.copies_a and not spec.copies_b
     batched = spec_for(dataclasses.replace(_match(batch=128), problem=ProblemShape(1024, 2048, 1024, 128)), "sm90")
     assert batched.mode is Mode.BATCHED and batched.tiles.presplit
@@ -646,6 +679,33 @@ def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() ->
     large_k = spec_for(dataclasses.replace(_match(k=524288, pattern="gemm_large_k"), problem=ProblemShape(
         2048, 2048, 524288)), "sm90")
     assert large_k.tiles.scheduler is Scheduler.STREAMK and not large_k.tiles.presplit
+
+
+def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
+    """The presplit kernel on fp16 parts: two passes (the rows' largest |x|, then the scaled split and the
+    flag), the fp16 GEMM where the flag is 0, then the TF32 passes and GEMM where it is 1, each gated; the
+    epilogue's tree over the output unscaled by the rows' powers of two. The plain presplit source has none
+    of it."""
+    plain = exact_sm90()[4]  # batched, bias, A column-major, B row-major
+    spec = dataclasses.replace(plain, tiles=dataclasses.replace(plain.tiles, f16_parts=True)).validate()
+    assert spec.name == plain.name.replace("_presplit", "_presplit_f16")
+    text = render(spec).sources[f"{spec.name}.cu"]
+    for piece in ("fact_f16_row_max", "fact_f16_split", "FactGatedKernel<GemmKernel, 1>",
+                  "FactGatedKernel<F16Kernel, 0>", "if (__ldcg(gate) == 0) return;", "args.mainloop.gate = flag;",
+                  "Sm90ColBroadcast<0, TileShape, float, float, Stride<_1, _0, int64_t>>",
+                  "using F16Node1 = Sm90EVT<Sm90Compute<cutlass::plus, ElementD, float, kRound>, F16Unscaled,",
+                  "ss_op_selector<F16, F16, float, Shape<_128, _128, _32>",
+                  "FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 4, true>",  # every 128 of K: 4 k-tiles of 32
+                  "kF16Range = 60", "kF16Top = 14", "kF16LoScale = 2048.f", "cudaMemsetAsync(pa.row_max, 0,"):
+        assert piece in text, piece
+    # the fp16 pass runs first, then the GEMM on its parts, then the TF32 pass and GEMM
+    run = text[text.index("int fact_gemm_run("):]
+    order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
+                                          "fact_split(a, b, amax", "fact_launch_gemm<Gemm>(")]
+    assert order == sorted(order)
+    assert F16_RANGE == 60 and F16_TOP == 14 and F16_LO_SCALE == 2048  # the kernel's constants, the model's
+    plain_text = render(plain).sources[f"{plain.name}.cu"]
+    assert "F16Gemm" not in plain_text and "int const* gate" not in plain_text and "FactGatedKernel" not in plain_text
 
 
 def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -> None:
@@ -669,9 +729,9 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     # of its own (nothing to zero, no atomics); a gated pass splits both again with the balanced shift; it
     # and the GEMM start as the kernel before them ends and wait for its stores in hardware
     run = text[text.index("int fact_gemm_run("):]
-    order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)",
-                                          "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)")]
+    order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)", "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order) and "cudaMemsetAsync" not in text and "atomicMax" not in text
+    assert "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)" in text
     fill = text[text.index("CUTLASS_DEVICE unsigned fill_tile("):text.index("CUTLASS_DEVICE void split_tile(")]
     assert "amax = fact_lift_finite_max(amax, __float_as_uint(v[l]));" in fill  # the gate's rule (finite |x| only)
     split = text[text.index("cudaError_t fact_split("):text.index("int fact_gemm_run(")]
@@ -838,7 +898,7 @@ def test_rendered_source_carries_the_design() -> None:
     assert "Sm90RowBroadcast" in text and "Sm90SrcFetch" in text and "FactAct2" in text  # EVT epilogue
     assert "using ElementC = float;" in text
     # an infinite big.big sum is the answer (SGEMM's), never inf + the residual's inf x 0 = NaN
-    assert "accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);" in text
+    assert "accum(i) = isinf(promoted) ? promoted : fmaf(small(i), 1.f / kResidualScale, promoted);" in text
     # every 64 drops a promotion's rounding error; every 32 adds it to S, scaled like it
     assert "small(i) = fmaf(" not in text and "promote(accum, big, small);" in text
     p32 = GemmSpec(**{**spec.__dict__, "tiles": Sm90SplitTiles(promotion=32)})
@@ -865,8 +925,8 @@ def test_rendered_source_carries_the_design() -> None:
     assert "reduction_mode = ReductionMode::Deterministic;" in streamk_text and "Nondeterministic" not in streamk_text
     assert "atomic_add" not in text and "reduction_mode" not in text  # persistent: no workspace reduction
     p32_text = render(p32).sources[f"{p32.name}.cu"]
-    assert "small(i) = fmaf(big(i) - (sum - accum(i)), kSmallScale, small(i));" in p32_text
-    assert "promoted + fmaf(small(i), kSmallUnscale, lost);" in p32_text
+    assert "small(i) = fmaf(big(i) - (sum - accum(i)), kResidualScale, small(i));" in p32_text
+    assert "promoted + fmaf(small(i), 1.f / kResidualScale, lost);" in p32_text
     # the small parts scaled by 2^10 (exact), S scaled back: only where S has an accumulator of its own
     assert "small = fact_rna_tf32_small(rest * kSmallScale);" in text and "constexpr float kSmallScale = 1024.f;" in text
     acc2 = GemmSpec(**{**exact_sm90()[0].__dict__, "tiles": Sm90SplitTiles((128, 192, 16), accumulators=2)})
@@ -914,6 +974,8 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     from fact.compile.toolchain import compile_check, find_toolchain
 
     spec = exact_sm90()[4] if variant == "presplit" else exact_sm90()[1]
+    if variant == "presplit":  # on fp16 parts, as fact picks it: both instances, the TF32 one behind a flag
+        spec = dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, f16_parts=True))
     if variant == "splitk_large_k":
         spec = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")  # 509x256: 8 tiles
         assert spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.a_in_registers and spec.tiles.cluster == (2, 1)
@@ -1042,6 +1104,40 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         out = kernel(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
         sgemm = a @ b
         _like_sgemm(out, sgemm, ref, small_side)
+
+
+@_on_sm90_gpu
+def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's presplit pick on fp16 parts (2048 x 1536 x 1028) beside SGEMM and beside the same
+    kernel on TF32 parts, on inputs the fp16 parts hold (uniform, eight decades) and on each kind its pass
+    sends to the TF32 parts (an entry 2^40 above its row, rows near 1e-20, an infinity): within SGEMM's
+    error and its non-finite pattern everywhere; bit for bit the TF32 kernel's output exactly where the flag
+    is set, and not where the fp16 parts served."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = PRESPLIT_LIFT_SHAPE
+    spec = exact_pick(m, n, k)
+    assert spec.tiles.f16_parts
+    f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
+    g = torch.Generator(device="cuda").manual_seed(11)
+    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf"):
+        a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
+        b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
+        if inputs == "wide":
+            a = a.sign() * 10.0 ** ((torch.rand(m, k, generator=g, device="cuda") - 0.5) * 8)
+        if inputs == "outlier":  # B's row is zero there: the product stays uniform's
+            a[:, 100], b[100, :] = 2.0**40, 0.0
+        if inputs == "tiny_rows":
+            a[::64] *= 1e-20
+        if inputs == "inf":
+            a[5, 9] = float("inf")
+        ref = a.double() @ b.double()
+        out = f16(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
+        twin = tf32(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
+        _like_sgemm(out, a @ b, ref, inputs)
+        same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
+        assert same_bits == (inputs not in ("uniform", "wide")), inputs
 
 
 @_on_sm90_gpu

@@ -111,14 +111,17 @@ class SplitPlace:
     presplit: bool = False  # both, by a pass over global memory before the mainloop
     cluster: tuple[int, int] = (1, 1)
     raw_big: bool = False  # x left as the big part (A's too, in registers): only from K = RAW_BIG_MIN_K on
+    f16_parts: bool = False  # presplit into fp16 parts, the TF32 parts behind them (tile K 16, promotion % 32)
 
 
 # in shared memory, also in a 2x1 cluster; A in registers; before the mainloop, with TMA multicast along
-# either cluster dimension (it reads each operand twice: big and small parts); x as its own big part, in
+# either cluster dimension (it reads each operand twice: big and small parts), also into fp16 parts; x as its own big part, in
 # shared memory or with A in registers, also in a 2x1 cluster (fact's parallel split-K: choose.SPLITK_CLUSTER)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_registers=True),
                      SplitPlace(presplit=True, cluster=(2, 1)),
-                     SplitPlace(presplit=True, cluster=(1, 2)), SplitPlace(raw_big=True),
+                     SplitPlace(presplit=True, cluster=(1, 2)),
+                     SplitPlace(presplit=True, cluster=(2, 1), f16_parts=True),
+                     SplitPlace(presplit=True, cluster=(1, 2), f16_parts=True), SplitPlace(raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)))
 
@@ -237,12 +240,15 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
         if promotion % tile[2] or (split.presplit and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)):
             continue  # not whole k-tiles; or presplit stream-K or split-K, which serve large K with small M and
             # N, where the pass costs more than it saves (no candidate)
+        if split.f16_parts and (tile[2] != 16 or promotion % 32):
+            continue  # fp16 parts: 32 of them in a stage's TF32 bytes, whole k-tiles of 32 between promotions
         if split.in_registers and tile[2] < RS_MIN_TILE_K:
             continue  # its wgmma serialised (RS_MIN_TILE_K)
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
-                               plain_promotion=plain_promotion_pays(p.k, mode, split.in_registers))
+                               plain_promotion=plain_promotion_pays(p.k, mode, split.in_registers),
+                               f16_parts=split.f16_parts)
         if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,

@@ -119,7 +119,6 @@ CUTLASS_DEVICE uint32_t fact_rna_tf32_small(float rest) { return (__float_as_uin
 // of 2^13 only took that to 1.7e-6, and overflows the small part of any |x| above 2^126. A wholly
 // subnormal operand is lifted into the normal range instead (kLiftBelow). Powers of two scale exactly. With two accumulators the residual products share P with big.big and are not scaled.
 constexpr float kSmallScale = 1024.f;
-constexpr float kSmallUnscale = 1.f / kSmallScale;
 
 template <bool kKeepLowNans = false>
 CUTLASS_DEVICE void fact_split_word(uint32_t& word, uint32_t& small) {
@@ -236,7 +235,6 @@ CUTLASS_DEVICE int fact_lift_shift(unsigned const* words) {
 CUTLASS_DEVICE uint32_t fact_scaled(uint32_t word, int shift) {
   return __float_as_uint(scalbnf(__uint_as_float(word), shift));
 }
-
 template <class Reference, int Stages_, int PromotionTiles_>
 struct FactSplitTf32Mainloop {
   struct DispatchPolicy {
@@ -265,6 +263,8 @@ struct FactSplitTf32Mainloop {
   using PipelineParams = typename MainloopPipeline::Params;
   static constexpr int NumProducerThreadEvents = 1;
   static constexpr int PromotionTiles = PromotionTiles_;
+  // S holds the residual products times this (finish divides it out)
+  static constexpr float kResidualScale = kSmallScale;
 
   static_assert(cutlass::gemm::detail::is_k_major<StrideA>() && cutlass::gemm::detail::is_k_major<StrideB>(),
                 "TF32 wgmma reads K-major operands only");
@@ -471,7 +471,7 @@ struct FactSplitTf32Mainloop {
     for (int i = 0; i < size(accum); ++i) accum(i) += big(i);
   }
 
-  // accum = (accum + P) + S / kSmallScale, once every wgmma is done.
+  // accum = (accum + P) + S / kResidualScale, once every wgmma is done.
   template <class FrgTensorC>
   CUTLASS_DEVICE static void finish(FrgTensorC& accum, FrgTensorC const& big, FrgTensorC const& small) {
     // An infinite big.big sum keeps SGEMM's answer: there the residual sum can only add inf x 0 = NaN
@@ -479,7 +479,7 @@ struct FactSplitTf32Mainloop {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(accum); ++i) {
       float const promoted = accum(i) + big(i);
-      accum(i) = isinf(promoted) ? promoted : fmaf(small(i), kSmallUnscale, promoted);
+      accum(i) = isinf(promoted) ? promoted : fmaf(small(i), 1.f / kResidualScale, promoted);
     }
   }
   // Consumer warpgroups: split each stage (unless presplit), then (big, big) -> P,
@@ -519,6 +519,21 @@ struct FactSplitTf32Mainloop {
     clear(big);
     clear(small);
     tiled_mma.accumulate_ = GMMA::ScaleOut::One;  // the accumulators are zeroed in registers instead
+    // a stage's three products: (big, big) -> P, then (big, small) and (small, big) -> S
+    auto products = [&](auto& mma, auto const& a, auto const& b, auto const& a_small, auto const& b_small, int stage) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < size<2>(a); ++k) {
+        cute::gemm(mma, a(_, _, k, stage), b(_, _, k, stage), big);
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < size<2>(a); ++k) {
+        cute::gemm(mma, a(_, _, k, stage), b_small(_, _, k, stage), small);
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < size<2>(a); ++k) {
+        cute::gemm(mma, a_small(_, _, k, stage), b(_, _, k, stage), small);
+      }
+    };
     cutlass::arch::NamedBarrier split_done(size(TiledMma{}), 0);
 
     PipelineState release_state = read_state;
@@ -540,18 +555,7 @@ struct FactSplitTf32Mainloop {
       warpgroup_fence_operand(big);
       warpgroup_fence_operand(small);
       warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, k, stage), tCrB(_, _, k, stage), big);
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, k, stage), tCrBs(_, _, k, stage), small);
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrAs(_, _, k, stage), tCrB(_, _, k, stage), small);
-      }
+      products(tiled_mma, tCrA, tCrB, tCrAs, tCrBs, stage);
       warpgroup_commit_batch();
       warpgroup_wait<1>();  // the previous k-tile's batch is done: release its stage
       warpgroup_fence_operand(big);
