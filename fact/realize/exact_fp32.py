@@ -260,8 +260,9 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
             not scaled by SMALL_SCALE (the kernel before 2026-11-24); _plain: the promotions' rounding
             errors dropped (promoted_accumulate's `compensated`) where the kernel keeps them (N <= 32);
             _kept: kept at any N (stream-K kernels keep them; others drop them past 32).
-        3xf16_pN: the fp16-parts route (not built), scaled per block of N elements of K and promoted with
-            each block's scale; 3xf16_row_pN: one scale per row, big.big promoted every N.
+        3xf16_row_pN: the fp16-parts route of the presplit kernels (f16_parts): one scale per row, big.big
+            promoted every N; 3xf16_pN: scaled per block of N elements of K instead, promoted with each
+            block's scale (probed, not built).
 
     Raises:
         ValueError: an unknown scheme name.
@@ -314,11 +315,13 @@ def scheme_dot(a: torch.Tensor, b: torch.Tensor, scheme: str, model: TensorCoreM
     return promoted + (residual / scale + lost.double()).float()
 
 
-# fp16 parts: a route probed on the GPU, not built (results/exact_fp32/h200_2026-11-29_f16x3_probe/). fp16 keeps
-# TF32's 11 significant bits at twice its wgmma rate, but only 30 binades of range, so each operand's row is
-# scaled per block of K by a power of two 2^t that puts its largest |x| just under 2^15, and split there into
-# hi = fp16(x 2^t) and lo = fp16((x 2^t - hi) 2^11). A block's products are summed on the tensor core and
-# added to the fp32 accumulator times 2^-(ta + tb).
+# fp16 parts (Sm90SplitTiles.f16_parts, the presplit kernels': results/exact_fp32/h200_2026-11-29_f16_parts/). fp16
+# keeps TF32's 11 significant bits at twice its wgmma rate, but only 30 binades of range, so each operand's row
+# is scaled by a power of two 2^t that puts its largest |x| just under 2^15, and split there into
+# hi = fp16(x 2^t) and lo = fp16((x 2^t - hi) 2^11). The kernels scale a whole row (`3xf16_row_pN`): the
+# output is unscaled once, times 2^-(ta + tb), in the epilogue. Scaled per block of K instead (`3xf16_pN`,
+# probed: results/exact_fp32/h200_2026-11-29_f16x3_probe/), a block's products would be added to the fp32
+# accumulator times its own 2^-(ta + tb), at each promotion.
 F16_TOP = 14  # a scaled block's largest exponent: |x| 2^t < 2^15 (fp16's largest is 65504)
 F16_LO_SCALE = 2.0**11  # the low part stored times this: it keeps its 11 bits wherever hi is a normal fp16
 F16_SPAN = 28  # binades below a block's largest that keep all their bits (fp16's normals: 2^-14 up to 2^15)
