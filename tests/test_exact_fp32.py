@@ -1123,7 +1123,7 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build
     g = torch.Generator(device="cuda").manual_seed(11)
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf"):
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
-        b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
+        b = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T  # column-major, as the pick reads it
         if inputs == "wide":
             a = a.sign() * 10.0 ** ((torch.rand(m, k, generator=g, device="cuda") - 0.5) * 8)
         if inputs == "outlier":  # B's row is zero there: the product stays uniform's
