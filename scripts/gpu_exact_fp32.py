@@ -153,6 +153,8 @@ def named_kernels() -> dict[str, GemmSpec]:
     # ... as fp16 parts, a power of two a row, the TF32 parts behind them (f16_parts)
     for p in (32, 64, 128):
         out[f"presplit_f16_p{p}"] = spec(promotion=p, cluster=(2, 1), f16_parts=True, **ps)
+    for p in (64, 128):
+        out[f"batched_presplit_f16_p{p}"] = spec(Mode.BATCHED, promotion=p, cluster=(2, 1), f16_parts=True, **ps)
     out["evt_presplit_f16_p128"] = spec(chain=("bias", "gelu_tanh", "residual"), promotion=128, cluster=(2, 1),
                                         f16_parts=True, **ps)
     for layout in ("nn", "tt", "nt"):
@@ -243,7 +245,8 @@ def cases(quick: bool = False) -> list[Case]:
     gemm = ("gemm_p64", "gemm_p128", *k16[1:], *rs)
     acc2 = ("gemm_k16_acc2_p64", "gemm_n192_acc2_p32", "gemm_n192_acc2_p64")
     batched = ("batched_p64", "batched_p128", "batched_k16_p128", "batched_128x96_p128_rs", "batched_k16_p128_presplit",
-               "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig")
+               "batched_k16_p128_c2x1_presplit", "batched_k16_p64", "batched_k16_p64_rawbig", "batched_presplit_f16_p64",
+               "batched_presplit_f16_p128")
     streamk = ("streamk_p128", "streamk_k16_p128", "streamk_128x96_p128_rs", "streamk_k16_p128_presplit",
                "streamk_k16_p128_c2x1_presplit", "streamk_k16_p128_rawbig", "streamk_k16_p256_rawbig",
                "streamk_k32_p128_rawbig", "streamk_k32_p256_rawbig", "streamk_k16_p128_rawbig_rs",

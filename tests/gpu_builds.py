@@ -42,6 +42,13 @@ EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (2
 PRESPLIT_LIFT_SHAPE = (2048, 1536, 1028)
 PERSISTENT_LIFT_SHAPE = (8, 512, 1024, 1028)  # batch, m, n, k
 RAW_BIG_INF_SHAPE = (256, 200, 65536)
+BATCHED_PRESPLIT_SHAPE = (8, 1024, 2048, 1028)  # batch, m, n, k: batched, over the presplit's bound, K off the tile
+
+
+def batched_presplit_spec() -> GemmSpec:
+    """fact's pick for a batched product it splits before the mainloop (on fp16 parts), operands M-major."""
+    batch, m, n, k = BATCHED_PRESPLIT_SHAPE
+    return exact_pick(m, n, k, batch=batch, layouts=(COL, ROW), pattern="bmm")
 
 
 def persistent_lift_spec() -> GemmSpec:
@@ -59,7 +66,7 @@ def exact_specs() -> list[GemmSpec]:
     """Every kernel test_exact_fp32.py runs on the GPU."""
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
-            tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE)),
+            tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE)), batched_presplit_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 

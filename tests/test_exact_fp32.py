@@ -301,6 +301,10 @@ def test_the_fp16_route_serves_the_rows_its_pass_lets_through() -> None:
     edge = a.clone()
     edge[2] = edge[2] / edge[2].abs().max() * 2.0**F16_RANGE  # a largest of exactly 2^F16_RANGE still serves
     assert f16_row_parts_hold(edge)
+    lost = a.clone()  # entries the scaling by 2^(14 - 60) would round to zero in fp32: they fail, as in the pass
+    lost[2] *= 2.0**-110
+    lost[2, 0] = 2.0**F16_RANGE
+    assert not f16_row_parts_hold(lost)
 
 
 def test_fast_two_sum_returns_the_exact_rounding_error_and_none_past_infinity() -> None:
@@ -1109,10 +1113,11 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
 @_on_sm90_gpu
 def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build_cache: Any) -> None:
     """On the GPU: fact's presplit pick on fp16 parts (2048 x 1536 x 1028) beside SGEMM and beside the same
-    kernel on TF32 parts, on inputs the fp16 parts hold (uniform, eight decades) and on each kind its pass
-    sends to the TF32 parts (an entry 2^40 above its row, rows near 1e-20, an infinity): within SGEMM's
+    kernel on TF32 parts, on inputs the fp16 parts hold (uniform, eight decades, K = 1027 read from rows of
+    1028: the 16-byte loads' tail) and on each kind its pass sends to the TF32 parts (an entry 2^40 above its
+    row; rows near 1e-20; an infinity; a row whose entries its 2^60 scales to zero in fp32): within SGEMM's
     error and its non-finite pattern everywhere; bit for bit the TF32 kernel's output exactly where the flag
-    is set, and not where the fp16 parts served."""
+    is set, and not where the fp16 parts served, also after a call that set it (the flag is cleared)."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -1121,7 +1126,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build
     assert spec.tiles.f16_parts
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(11)
-    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf"):
+    flagged = ("outlier", "tiny_rows", "inf", "underflow")
+    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "k_tail"):
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T  # column-major, as the pick reads it
         if inputs == "wide":
@@ -1132,12 +1138,17 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build
             a[::64] *= 1e-20
         if inputs == "inf":
             a[5, 9] = float("inf")
+        if inputs == "underflow":  # 2^-110 times 2^(14 - 60) is below fp32's smallest subnormal
+            a[3] *= 2.0**-110
+            a[3, 100], b[100, :] = 2.0**60, 0.0
+        if inputs == "k_tail":
+            a, b = a[:, :k - 1], b[:k - 1]
         ref = a.double() @ b.double()
         out = f16(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
         twin = tf32(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
         _like_sgemm(out, a @ b, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
-        assert same_bits == (inputs not in ("uniform", "wide")), inputs
+        assert same_bits == (inputs in flagged), inputs
 
 
 @_on_sm90_gpu

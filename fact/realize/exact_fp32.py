@@ -388,8 +388,9 @@ F16_RANGE = 60
 def f16_row_parts_hold(x: torch.Tensor) -> bool:
     """Whether the fp16 route (one scale a row) serves an operand ([S, K] float32), as the kernel's pass
     decides: every entry finite, every row's largest finite |x| within 2^+-F16_RANGE (or the row all zero),
-    and every non-zero entry within 2^F16_SPAN of its row's largest (f16_parts_hold). Where it does not, the
-    kernel runs the TF32 route instead."""
+    and every non-zero entry within 2^F16_SPAN of its row's largest (f16_parts_hold; the pass tests x 2^t in
+    fp32, where an entry that the scaling rounds to zero fails too). Where it does not, the kernel runs the
+    TF32 route instead."""
     if not bool(torch.isfinite(x).all()):
         return False
     largest = x.double().abs().amax(dim=1)
