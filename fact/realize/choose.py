@@ -37,12 +37,18 @@ SM90_3XTF32_TILE = (128, 128, 16)
 # operand reads from L2), against the shared-memory split: M N / (M + N) = 501 (1000x1004x1028)
 # 1.15-1.17x SGEMM against 1.04-1.09x; 410 (128 x 512x2048x1024, promotion 64 against 128) 1.49-1.55x
 # against 1.60-1.65x; 256 (512x512x65536, stream-K, that run's console output) 0.88-0.98x against
-# 1.60x. It pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on: a threshold between two points.
+# 1.60x. On TF32 parts it pays from M N / (M + N) = PRESPLIT_MIN_MN_OVER_SUM on: a threshold between two
+# points.
 PRESPLIT_MIN_MN_OVER_SUM = 448
 PRESPLIT_CLUSTER = (2, 1)
 # The presplit kernels write fp16 parts (Sm90SplitTiles.f16_parts): the three products on fp16 wgmma, at
 # twice TF32's rate and half its bytes, with the TF32 kernel behind them for operands fp16 cannot hold.
 PRESPLIT_F16 = True
+# On fp16 parts the pass pays sooner: at M N / (M + N) = 410 (128 x 512x2048x1024) the presplit kernel ran
+# 2.37-2.44x SGEMM on an H200, where the shared-memory split ran 1.62-1.63x
+# (results/exact_fp32/h200_2026-11-29_f16_parts/run6/). Below 410 it is unmeasured: the bound sits just
+# under that point, not lower.
+PRESPLIT_F16_MIN_MN_OVER_SUM = 400
 
 
 # From this depth on, the shared-memory split leaves x as the big part (raw_big: wgmma truncates it) and
@@ -140,8 +146,10 @@ def exact_refusal(m: int, n: int, k: int, batch: int = 1) -> str | None:
 
 
 def presplit_pays(m: int, n: int) -> bool:
-    """Whether the sm90 3xTF32 family's operand split pays as a pass before the mainloop at M x N."""
-    return m * n >= PRESPLIT_MIN_MN_OVER_SUM * (m + n)
+    """Whether the sm90 3xTF32 family's operand split pays as a pass before the mainloop at M x N (into fp16
+    parts where PRESPLIT_F16)."""
+    bound = PRESPLIT_F16_MIN_MN_OVER_SUM if PRESPLIT_F16 else PRESPLIT_MIN_MN_OVER_SUM
+    return m * n >= bound * (m + n)
 
 
 # Sensible untuned defaults per math path (the tuner sweeps from here).
