@@ -307,6 +307,39 @@ def test_the_fp16_route_serves_the_rows_its_pass_lets_through() -> None:
     assert not f16_row_parts_hold(lost)
 
 
+def _pass_rule(x: torch.Tensor, old: bool = False) -> bool:
+    """The fp16 passes' rule as _f16_parts.j2 computes it, in fp32: the row's largest finite |x| and its
+    exponent, t = 14 - that exponent clamped to +-126, 2^t as an fp32, x 2^t rounded to fp32, and a row that
+    fails where the exponent lies outside +-60 or a non-zero x is not at least 2^-14 once scaled (`old`: the
+    first kernel's test, of the scaled value alone, which let entries scaled to zero through)."""
+    if not bool(torch.isfinite(x).all()):
+        return False
+    largest = x.abs().amax(dim=1)
+    exponent = torch.where(largest > 0, torch.frexp(largest).exponent - 1, torch.zeros_like(largest, dtype=torch.int32))
+    if bool((exponent.abs() > F16_RANGE).any()):
+        return False
+    t = (F16_TOP - exponent).clamp(-126, 126)
+    scaled = x * torch.ldexp(torch.ones_like(largest), t).unsqueeze(1)  # fp32 products, as the kernel's
+    fails = (scaled != 0) & (scaled.abs() < 2.0**-14) if old else (x != 0) & ~(scaled.abs() >= 2.0**-14)
+    return not bool(fails.any())
+
+
+def test_the_models_rule_is_the_passes_rule() -> None:
+    """f16_row_parts_hold (float64) decides as the passes do in fp32 (`_pass_rule`), on rows spread over
+    many binades; the first kernel's test, which let entries scaled to zero in fp32 through, did not."""
+    g = torch.Generator().manual_seed(0)
+    old_disagreed = 0
+    for _ in range(2000):  # rows of entries within a few binades of a centre, and a lone one far below it
+        centre = float(torch.randint(-90, 90, (1,), generator=g))
+        exponents = centre - torch.rand(2, 16, generator=g) * float(torch.randint(1, 40, (1,), generator=g))
+        exponents[:, 3] = centre - float(torch.randint(0, 260, (1,), generator=g))
+        x = torch.where(torch.rand(2, 16, generator=g) < 0.5, -1.0, 1.0) * torch.exp2(exponents)
+        x[torch.rand(2, 16, generator=g) < 0.1] = 0.0
+        assert f16_row_parts_hold(x) == _pass_rule(x), x
+        old_disagreed += f16_row_parts_hold(x) != _pass_rule(x, old=True)
+    assert old_disagreed > 0
+
+
 def test_fast_two_sum_returns_the_exact_rounding_error_and_none_past_infinity() -> None:
     g = torch.Generator().manual_seed(0)
     a = (torch.rand(4096, generator=g) * 2 - 1) * 2.0 ** torch.randint(0, 20, (4096,), generator=g)

@@ -1067,6 +1067,12 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
     plain = [s for s in deep if s.tiles.plain_promotion]
     assert plain and all(s.tiles.a_in_registers and s.mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL) for s in plain)
     assert all(s.compensated for s in deep if not s.tiles.plain_promotion)
+    # fp16 parts: searched beside the TF32 parts wherever a presplit kernel is, at tile K 16 only
+    t = Target(Arch.SM90, DType.F32, Precision.EXACT, Layout.ROW, Layout.COL, (), ProblemShape(4096, 4096, 4096))
+    split = [s for s in enumerate_space(t, H100_SXM).kernels if isinstance(s.tiles, Sm90SplitTiles) and s.tiles.presplit]
+    f16 = [s for s in split if s.tiles.f16_parts]
+    assert f16 and all(s.tiles.tile[2] == 16 and s.tiles.promotion % 32 == 0 for s in f16)
+    assert {dataclasses.replace(s.tiles, f16_parts=False) for s in f16} <= {s.tiles for s in split}
 
 
 def test_exact_split_k_knobs_stay_within_its_slice_depth() -> None:
