@@ -17,7 +17,8 @@ keeps what it measured. For transposed operands a kernel built for K-major opera
 copy that makes them K-major, and the row says so; one built for the case's layouts (the `_nn` / `_tt` /
 `_nt` roles, and every `presplit` kernel, whose split pass reads any layout) gets them as they are.
 The role `default_<case>` is the kernel fact itself picks for the case (fact.realize.choose); where fact
-refuses the case (`exact_refusal`: the original op stays), its row says why and runs nothing.
+refuses the case (`exact_refusal`: the original op stays), its row says why and runs nothing. Where that pick
+multiplies fp16 parts (`f16_parts`), `tf32_<case>` is the same kernel on TF32 parts, run beside it.
 
 The build cache is FACT_CACHE_DIR (default ~/.cache/fact); builds run in parallel on all cores
 (MAX_JOBS is set per build from --jobs). Where one command may run at most 10 minutes, keep the cache
