@@ -217,11 +217,12 @@ class Case:
 
     label: str
     shape: tuple[int, int, int, int]
-    inputs: str = "uniform"  # uniform | wide | outlier | tiny_rows | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low | sample_miss
+    inputs: str = "uniform"  # uniform | normal | wide | outlier | tiny_rows | denormal | subnormal[_b|_inf|_nan] | mixed | inf | nan | inf_tf32 | bf16 | nan_low | sample_miss
     kernels: tuple[str, ...] = ("gemm_p64", "gemm_p128")
     layout: str = "tn"  # tn: A row-major, B column-major; nn / tt / nt: a copy makes them K-major
     seeds: tuple[int, ...] = SEEDS
     timed: bool = True
+    rotate: bool = True  # timed over three input sets in turn; False: over the seed's own only
 
     @property
     def epilogue(self) -> bool:
@@ -282,6 +283,10 @@ def cases(quick: bool = False) -> list[Case]:
         *(Case(f"{inputs}_2048", (1, 2048, 2048, 2048), inputs, seeds=SEEDS[:2], kernels=("presplit_f16_p64",))
           for inputs in ("outlier", "tiny_rows")),
         Case("wide_4096", (1, 4096, 4096, 4096), "wide", seeds=SEEDS[:2], kernels=("presplit_f16_p128",)),
+        # randn: an entry more than 2^28 below its row's largest now and then (the flag, then the TF32 parts),
+        # more often the larger the operands; each seed timed on its own inputs, with which route served
+        *(Case(f"normal_{n}", (1, n, n, n), "normal", seeds=tuple(range(seeds)), rotate=False, kernels=())
+          for n, seeds in ((4096, 6), (8192, 4))),
         Case("transposed_a_4096", (1, 4096, 4096, 4096), layout="nn", kernels=(*gemm, *layouts("nn"))),
         Case("transposed_b_4096", (1, 4096, 4096, 4096), layout="tt", kernels=(*gemm, *layouts("tt"))),
         Case("transposed_both_4096", (1, 4096, 4096, 4096), layout="nt", kernels=(*gemm, *layouts("nt"))),
@@ -462,6 +467,8 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
     g = torch.Generator(device="cuda").manual_seed(1000 * seed + set_index)
 
     def draw(*shape: int) -> Any:
+        if case.inputs == "normal":  # randn, as weights and activations are drawn: tiny entries occur
+            return torch.randn(shape, generator=g, device="cuda")
         u = torch.rand(shape, generator=g, device="cuda") * 2 - 1
         if case.inputs == "wide":
             mag = 10.0 ** ((torch.rand(shape, generator=g, device="cuda") - 0.5) * 8)
@@ -565,6 +572,14 @@ def nonfinite_match(y: Any, s: Any) -> bool:
                 and torch.equal(y.isinf() & (y < 0), s.isinf() & (s < 0)))
 
 
+def f16_hold(x: dict[str, Any]) -> bool:
+    """Whether the fp16 route serves these inputs (both operands' rows: f16_row_parts_hold), as the passes
+    decide: where it does not, the call ran the TF32 parts behind the flag."""
+    from fact.realize.exact_fp32 import f16_row_parts_hold
+
+    return all(f16_row_parts_hold(t.reshape(-1, t.shape[-1])) for t in (x["a"], x["w"]))
+
+
 def time_ms(fn: Any, sets: list[Any], reps: int, flush: Any) -> float:
     import torch
 
@@ -595,7 +610,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
         ref = reference(case, x)
         s = sgemm(case, x)
         sgemm_err = rel_err(s, ref)
-        sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed else [x]
+        sets = [x, make_inputs(case, seed, 1), make_inputs(case, seed, 2)] if case.timed and case.rotate else [x]
         sgemm_ms = time_ms(lambda y: sgemm(case, y), sets, reps, flush) if case.timed else None
         default, tf32 = f"default_{case.label}", f"tf32_{case.label}"
         picks = (default, *((tf32,) if tf32 in all_kernels() else ()))
@@ -621,6 +636,8 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
                 rows.append({**row, "kernel": kernel.spec.name, "error": str(exc)[:1000]})
                 continue
             row.update(kernel=kernel.spec.name, fact_err=rel_err(y, ref))
+            if isinstance(kernel.spec.tiles, Sm90SplitTiles) and kernel.spec.tiles.f16_parts:
+                row["f16_parts_hold"] = [f16_hold(z) for z in sets]  # else the flag sends the call to TF32 parts
             row["fact_le_sgemm"] = row["fact_err"] <= sgemm_err
             if case.inputs in ("inf", "nan", "inf_tf32", "nan_low", "subnormal_inf", "subnormal_nan"):
                 row["nonfinite_matches_sgemm"] = nonfinite_match(y, s)
