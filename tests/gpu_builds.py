@@ -66,7 +66,8 @@ def exact_specs() -> list[GemmSpec]:
     """Every kernel test_exact_fp32.py runs on the GPU."""
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
-            tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE)), batched_presplit_spec(),
+            *(tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts)) for layouts in ((ROW, COL), (COL, ROW))),
+            batched_presplit_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 

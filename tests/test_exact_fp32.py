@@ -1144,26 +1144,39 @@ def test_presplit_kernel_lifts_subnormal_operands(layouts: tuple[Layout, Layout]
         _like_sgemm(out, sgemm, ref, small_side)
 
 
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of a 2-D tensor, row- or column-major as it is, 4 bytes past a 16-byte boundary."""
+    column_major = not t.is_contiguous()
+    buf = torch.empty(t.numel() + 1, device=t.device)
+    out = buf[1:].view(t.T.shape).T if column_major else buf[1:].view(t.shape)
+    return out.copy_(t)
+
+
 @_on_sm90_gpu
-def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build_cache: Any) -> None:
-    """On the GPU: fact's presplit pick on fp16 parts (2048 x 1536 x 1028) beside SGEMM and beside the same
-    kernel on TF32 parts, on inputs the fp16 parts hold (uniform, eight decades, K = 1027 read from rows of
-    1028: the 16-byte loads' tail) and on each kind its pass sends to the TF32 parts (an entry 2^40 above its
-    row; rows near 1e-20; an infinity; a row whose entries its 2^60 scales to zero in fp32): within SGEMM's
-    error and its non-finite pattern everywhere; bit for bit the TF32 kernel's output exactly where the flag
-    is set, and not where the fp16 parts served, also after a call that set it (the flag is cleared)."""
+@pytest.mark.parametrize("layouts", [(ROW, COL), (COL, ROW)], ids=["k_major", "m_major"])
+def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: tuple[Layout, Layout],
+                                                                       gpu_build_cache: Any) -> None:
+    """On the GPU: fact's presplit pick on fp16 parts (2048 x 1536 x 1028), with both operands K-major, then
+    both M-major, beside SGEMM and beside the same kernel on TF32 parts, on inputs the fp16 parts hold
+    (uniform, eight decades, K = 1027 read from rows of 1028: the 16-byte loads' tail; M = 2045, the last
+    rows of a 16-byte load; operands 4 bytes off a 16-byte boundary, which the passes read through shared
+    memory) and on each kind its pass sends to the TF32 parts (an entry 2^40 above its row; rows near 1e-20;
+    an infinity; a row whose entries its 2^60 scales to zero in fp32): within SGEMM's error and its
+    non-finite pattern everywhere; bit for bit the TF32 kernel's output exactly where the flag is set, and
+    not where the fp16 parts served, also after a call that set it (the flag is cleared)."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     m, n, k = PRESPLIT_LIFT_SHAPE
-    spec = exact_pick(m, n, k)
+    spec = exact_pick(m, n, k, layouts=layouts)
     assert spec.tiles.f16_parts
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(11)
     flagged = ("outlier", "tiny_rows", "inf", "underflow")
-    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "k_tail"):
+    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "k_tail", "rows_tail",
+                   "misaligned"):
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
-        b = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T  # column-major, as the pick reads it
+        b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
         if inputs == "wide":
             a = a.sign() * 10.0 ** ((torch.rand(m, k, generator=g, device="cuda") - 0.5) * 8)
         if inputs == "outlier":  # B's row is zero there: the product stays uniform's
@@ -1175,11 +1188,18 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(gpu_build
         if inputs == "underflow":  # 2^-110 times 2^(14 - 60) is below fp32's smallest subnormal
             a[3] *= 2.0**-110
             a[3, 100], b[100, :] = 2.0**60, 0.0
+        a = a if layouts[0] is ROW else a.T.contiguous().T
+        b = b if layouts[1] is ROW else b.T.contiguous().T
         if inputs == "k_tail":
             a, b = a[:, :k - 1], b[:k - 1]
+        if inputs == "rows_tail":
+            a = a[:m - 3]
+        if inputs == "misaligned":
+            a, b = _misaligned(a), _misaligned(b)
         ref = a.double() @ b.double()
-        out = f16(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
-        twin = tf32(a, b, None, None, torch.full((m, n), float("nan"), device="cuda"))
+        rows = a.shape[0]
+        out = f16(a, b, None, None, torch.full((rows, n), float("nan"), device="cuda"))
+        twin = tf32(a, b, None, None, torch.full((rows, n), float("nan"), device="cuda"))
         _like_sgemm(out, a @ b, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
         assert same_bits == (inputs in flagged), inputs
