@@ -1152,36 +1152,54 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out.copy_(t)
 
 
+def _rows_like_sgemm(out: torch.Tensor, sgemm: torch.Tensor, ref: torch.Tensor, *context: Any) -> None:
+    """Row by row: a kernel's largest relative error of a row against the float64 product `ref` no larger
+    than SGEMM's (a row's scale misapplied shows there, not in the error over the whole output)."""
+    def worst(y: torch.Tensor) -> float:
+        return float(((y.double() - ref).norm(dim=-1) / ref.norm(dim=-1)).max())
+
+    assert worst(out) <= worst(sgemm), (*context, worst(out), worst(sgemm))
+
+
 @_on_sm90_gpu
 @pytest.mark.parametrize("layouts", [(ROW, COL), (COL, ROW)], ids=["k_major", "m_major"])
 def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: tuple[Layout, Layout],
                                                                        gpu_build_cache: Any) -> None:
     """On the GPU: fact's presplit pick on fp16 parts (2048 x 1536 x 1028), with both operands K-major, then
-    both M-major, beside SGEMM and beside the same kernel on TF32 parts, on inputs the fp16 parts hold
-    (uniform, eight decades, K = 1027 read from rows of 1028: the 16-byte loads' tail; M = 2045, the last
-    rows of a 16-byte load; operands 4 bytes off a 16-byte boundary, which the passes read through shared
-    memory) and on each kind its pass sends to the TF32 parts (an entry 2^40 above its row; rows near 1e-20;
-    an infinity; a row whose entries its 2^60 scales to zero in fp32): within SGEMM's error and its
-    non-finite pattern everywhere; bit for bit the TF32 kernel's output exactly where the flag is set, and
-    not where the fp16 parts served, also after a call that set it (the flag is cleared)."""
+    both M-major, beside SGEMM and beside the same kernel on TF32 parts.
+
+    Inputs the fp16 parts hold: uniform, eight decades; K = 1027 read from rows of 1028 (the 16-byte loads'
+    tail); M = 2047 and N = 1533 (the last rows of a 16-byte load, in A and in B); operands 4 bytes off a
+    16-byte boundary, which the passes read through shared memory; and 8191 x 1533 x 4100, where the passes'
+    warps and blocks take several steps each. Most of them with rows of A and columns of B scaled by powers
+    of two from 2^-20 to 2^20, so that each row's scale shows: within SGEMM's error over the output and row
+    by row, and not the TF32 kernel's bits.
+
+    Inputs the pass sends to the TF32 parts (an entry 2^40 above its row; rows near 1e-20, also misaligned;
+    an infinity; a row whose entries its 2^60 scales to zero in fp32): bit for bit the TF32 kernel's output,
+    also after a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    m, n, k = PRESPLIT_LIFT_SHAPE
-    spec = exact_pick(m, n, k, layouts=layouts)
+    spec = exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts)
     assert spec.tiles.f16_parts
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(11)
-    flagged = ("outlier", "tiny_rows", "inf", "underflow")
+    flagged = ("outlier", "tiny_rows", "inf", "underflow", "misaligned_tiny_rows")
+    scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "k_tail", "rows_tail",
-                   "misaligned"):
+                   "misaligned", "misaligned_tiny_rows", "many_steps"):
+        m, n, k = (8192, 1536, 4100) if inputs == "many_steps" else PRESPLIT_LIFT_SHAPE
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
+        if inputs in scaled:  # exact: the products' relative errors are uniform's
+            a *= 2.0 ** (torch.arange(m, device="cuda") % 41 - 20)[:, None]
+            b *= 2.0 ** (torch.arange(n, device="cuda") % 29 - 14)
         if inputs == "wide":
             a = a.sign() * 10.0 ** ((torch.rand(m, k, generator=g, device="cuda") - 0.5) * 8)
         if inputs == "outlier":  # B's row is zero there: the product stays uniform's
             a[:, 100], b[100, :] = 2.0**40, 0.0
-        if inputs == "tiny_rows":
+        if inputs in ("tiny_rows", "misaligned_tiny_rows"):
             a[::64] *= 1e-20
         if inputs == "inf":
             a[5, 9] = float("inf")
@@ -1192,15 +1210,17 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
         b = b if layouts[1] is ROW else b.T.contiguous().T
         if inputs == "k_tail":
             a, b = a[:, :k - 1], b[:k - 1]
-        if inputs == "rows_tail":
-            a = a[:m - 3]
-        if inputs == "misaligned":
+        if inputs in ("rows_tail", "many_steps"):  # views: the strides stay 16-byte multiples
+            a, b = a[:m - 1], b[:, :n - 3]
+        if inputs.startswith("misaligned"):
             a, b = _misaligned(a), _misaligned(b)
         ref = a.double() @ b.double()
-        rows = a.shape[0]
-        out = f16(a, b, None, None, torch.full((rows, n), float("nan"), device="cuda"))
-        twin = tf32(a, b, None, None, torch.full((rows, n), float("nan"), device="cuda"))
-        _like_sgemm(out, a @ b, ref, inputs)
+        out = f16(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
+        twin = tf32(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
+        sgemm = a @ b
+        _like_sgemm(out, sgemm, ref, inputs)
+        if inputs in scaled:
+            _rows_like_sgemm(out, sgemm, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
         assert same_bits == (inputs in flagged), inputs
 
