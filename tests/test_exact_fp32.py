@@ -1170,8 +1170,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
 
     Inputs the fp16 parts hold: uniform, eight decades; K = 1027 read from rows of 1028 (the 16-byte loads'
     tail); M = 2047 and N = 1533 (the last rows of a 16-byte load, in A and in B); operands 4 bytes off a
-    16-byte boundary, which the passes read through shared memory; and 8191 x 1533 x 4100, where the first
-    pass's blocks take several steps each. Most of them with rows of A and columns of B scaled by powers
+    16-byte boundary, which the passes read through shared memory; and 8191 x 1533 x 4100, where the passes'
+    warps and blocks take several steps each. Most of them with rows of A and columns of B scaled by powers
     of two from 2^-20 to 2^20, so that each row's scale shows: within SGEMM's error over the output and row
     by row, and not the TF32 kernel's bits.
 
