@@ -5,7 +5,9 @@ shared-memory tiles that M-major operands took before it). Uniform inputs; the f
 
     python results/exact_fp32/h200_2026-11-29_m_major/profile_passes.py OUT [VARIANTS]
 
-VARIANTS (comma-separated, default tn,nt,nt_tiles) picks some of them.
+VARIANTS (comma-separated, default tn,nt,nt_tiles) picks some of them. A third argument, --build-only,
+compiles them into the build cache and stops (no GPU needed). The fact it runs is the checkout this file
+lies in.
 """
 
 import concurrent.futures
@@ -41,6 +43,13 @@ variants = {"tn": render(exact_pick(SIZE, SIZE, SIZE)), "nt": render(exact_pick(
 variants["nt_tiles"] = tiles_only(variants["nt"])
 if len(sys.argv) > 2:
     variants = {label: variants[label] for label in sys.argv[2].split(",")}
+if sys.argv[3:] == ["--build-only"]:
+    from fact.compile.cache import BuildCache
+    from fact.realize import build_request
+    cache = BuildCache()
+    with concurrent.futures.ThreadPoolExecutor(len(variants)) as pool:
+        list(pool.map(lambda r: cache.ensure(build_request(r)), variants.values()))
+    sys.exit(0)
 with concurrent.futures.ThreadPoolExecutor(len(variants)) as pool:
     kernels = dict(zip(variants, pool.map(build, variants.values()), strict=True))
 rows = []
