@@ -31,6 +31,11 @@ def smallest_ratio(x: torch.Tensor) -> float:
     return float(ratio.max()) if ratio.numel() else 0.0
 
 
+def failing_rows(x: torch.Tensor) -> int:
+    """How many rows of x the rule refuses, each taken alone."""
+    return sum(not f16_row_parts_hold(row[None]) for row in x)
+
+
 def main(out_dir: Path, batch: int = 64) -> None:
     from sentence_transformers import SentenceTransformer
 
@@ -44,8 +49,9 @@ def main(out_dir: Path, batch: int = 64) -> None:
         def record(module, inputs, output):
             x = inputs[0].reshape(-1, inputs[0].shape[-1])
             w = module.weight
+            a_holds = f16_row_parts_hold(x)
             rows.append({"layer": name, "shape": [x.shape[0], w.shape[0], w.shape[1]],
-                         "a_holds": f16_row_parts_hold(x), "b_holds": f16_row_parts_hold(w.detach()),
+                         "a_holds": a_holds, "a_rows_failing": 0 if a_holds else failing_rows(x), "b_holds": f16_row_parts_hold(w.detach()),
                          "a_log2_span": smallest_ratio(x), "b_log2_span": smallest_ratio(w.detach()),
                          "a_zeros": float((x == 0).double().mean())})
         return record
