@@ -5,7 +5,7 @@
 // 1 to 200 blocks (runs that start mid-group and cross groups and batches). Built by build.py, which renders
 // the kernel source this file includes (FACT_KERNEL).
 //
-//     ./passes_check [EVERY]   # every EVERY-th case (1: all 768)
+//     ./passes_check [EVERY]   # every EVERY-th case (1: all 1536)
 #include FACT_KERNEL
 
 #include <algorithm>
