@@ -9,6 +9,7 @@ Needs no GPU and no torch of its own: the specs are plain data."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from fact.core.enums import Arch, DType, Layout, OpFamily, Precision
 from fact.core.specs import ProblemShape
@@ -60,6 +61,26 @@ def tf32_twin(spec: GemmSpec) -> GemmSpec:
     """A presplit kernel on fp16 parts as the same kernel on TF32 parts only (what its flag falls back to)."""
     assert isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.f16_parts
     return dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, f16_parts=False))
+
+
+F16_PASSES_MAIN = Path(__file__).with_name("cpp") / "f16_passes_main.cu"
+
+
+def f16_passes_check_command(out: Path) -> list[str]:
+    """Writes into `out` the sources of the fp16-parts pick the GPU tests build (exact_pick at
+    PRESPLIT_LIFT_SHAPE, both operands M-major; its passes serve every layout) and returns the nvcc command
+    that compiles tests/cpp/f16_passes_main.cu around them into out/f16_passes_check (sm90a)."""
+    from fact.compile.toolchain import find_toolchain
+    from fact.realize import build_request
+
+    rendered = render(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=(COL, ROW)))
+    request = build_request(rendered)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in request.sources.items():
+        (out / name).write_text(text)
+    return [str(find_toolchain().nvcc), "-arch=sm_90a", *request.cuda_flags, *(f"-I{d}" for d in request.include_dirs),
+            f"-I{out}", f'-DFACT_KERNEL="{out / rendered.kernel_file}"', str(F16_PASSES_MAIN),
+            "-o", str(out / "f16_passes_check")]
 
 
 def exact_specs() -> list[GemmSpec]:

@@ -70,6 +70,7 @@ from tests.gpu_builds import (
     exact_match,
     exact_pick,
     exact_specs,
+    f16_passes_check_command,
     persistent_lift_spec,
     tf32_twin,
 )
@@ -1223,6 +1224,20 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
             _rows_like_sgemm(out, sgemm, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
         assert same_bits == (inputs in flagged), inputs
+
+
+@_on_sm90_gpu
+def test_fp16_passes_alone_match_a_host_reference_bit_for_bit(tmp_path: Path) -> None:
+    """On the GPU: the fp16 parts' two passes, as fact renders them, launched alone on 1536 pairs of small
+    operands (tests/cpp/f16_passes_main.cu): each row's largest |x|, its 2^-t and every hi/lo part up to ldk
+    bit for bit as the host computes them. Three layouts (M-major, K-major, unaligned), every tail of a lane's
+    four rows, a group of 32 or 128 rows, a warp's entries of K and ldk's padding; 1 to 4 batches; grids of 1
+    to 200 blocks, so that runs start mid-group and cross groups and batches, which the shapes above reach
+    only in part."""
+    built = subprocess.run(f16_passes_check_command(tmp_path), capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-4000:]
+    ran = subprocess.run([str(tmp_path / "f16_passes_check")], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0 and "1536 cases, 0 failed" in ran.stdout, ran.stdout[-4000:]
 
 
 @_on_sm90_gpu

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The passes alone, bit for bit against the host (harness/passes_check, built here by harness/build.py and
+# The passes alone, bit for bit against the host (now tests/cpp/f16_passes_main.cu, built here by harness/build.py and
 # carried as .harness/passes_check), then under memcheck, racecheck and synccheck on a share of the cases.
 W=$OUT/w; mkdir -p $W
 pack() { tar -czf $OUT/call_f.tgz -C $OUT w; }

@@ -2,10 +2,11 @@
 // builds, run alone on many small operands and checked bit for bit against a host reference: each row's
 // largest finite |x|, its 2^-t, and every hi/lo part up to ldk (zeros past K). Three layouts (M-major,
 // K-major, unaligned: the tiles), rows and K from 1 up, padded K and batch strides, 1 to 4 batches, grids of
-// 1 to 200 blocks (runs that start mid-group and cross groups and batches). Built by build.py, which renders
-// the kernel source this file includes (FACT_KERNEL).
+// 1 to 200 blocks (runs that start mid-group and cross groups and batches). tests/gpu_builds.py
+// (f16_passes_check_command) renders the kernel source this file includes (FACT_KERNEL) and compiles it;
+// test_exact_fp32.py runs it.
 //
-//     ./passes_check [EVERY]   # every EVERY-th case (1: all 1536)
+//     ./f16_passes_check [EVERY]   # every EVERY-th case (1: all 1536)
 #include FACT_KERNEL
 
 #include <algorithm>
