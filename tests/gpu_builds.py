@@ -57,6 +57,12 @@ def persistent_lift_spec() -> GemmSpec:
     return exact_pick(m, n, k, batch=batch, pattern="bmm")
 
 
+def f16_chain_spec() -> GemmSpec:
+    """fact's pick on fp16 parts at PRESPLIT_LIFT_SHAPE with a bias, GELU and a residual: the fix-up's chain."""
+    m, n, k = PRESPLIT_LIFT_SHAPE
+    return sm90_3xtf32_spec(exact_match(k, chain=("bias", "gelu_erf", "residual"), n=n, m=m))
+
+
 def tf32_twin(spec: GemmSpec) -> GemmSpec:
     """A presplit kernel on fp16 parts as the same kernel on TF32 parts only (what its flag falls back to)."""
     assert isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.f16_parts
@@ -88,7 +94,7 @@ def exact_specs() -> list[GemmSpec]:
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
             *(tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts)) for layouts in ((ROW, COL), (COL, ROW))),
-            batched_presplit_spec(),
+            batched_presplit_spec(), f16_chain_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 

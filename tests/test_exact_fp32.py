@@ -27,6 +27,9 @@ from fact.realize.choose import (
     split_accuracy_refusal,
 )
 from fact.realize.exact_fp32 import (
+    F16_FIX_LEAST,
+    F16_FIX_MOST,
+    F16_FIX_SHARE,
     F16_LO_SCALE,
     F16_RANGE,
     F16_SPAN,
@@ -34,10 +37,14 @@ from fact.realize.exact_fp32 import (
     LIFT_BELOW,
     RAW_BIG_SMALL_SCALE,
     SMALL_SCALE,
+    F16Route,
     TensorCoreModel,
     balanced_shift,
     errors,
+    f16_failing_rows,
+    f16_fix_cap,
     f16_parts_hold,
+    f16_route,
     f16_row_parts_hold,
     f16_shift,
     fast_two_sum,
@@ -59,6 +66,7 @@ from fact.realize.spec import (
     Sm90SplitTiles,
     Sm90Tiles,
     SpecError,
+    Step,
     _canon,
 )
 from fact.verify.check import default_gemm_cases
@@ -70,6 +78,7 @@ from tests.gpu_builds import (
     exact_match,
     exact_pick,
     exact_specs,
+    f16_chain_spec,
     f16_passes_check_command,
     persistent_lift_spec,
     tf32_twin,
@@ -308,6 +317,35 @@ def test_the_fp16_route_serves_the_rows_its_pass_lets_through() -> None:
     assert not f16_row_parts_hold(lost)
 
 
+def test_the_fix_up_takes_a_few_rows_of_a_and_the_tf32_parts_the_rest() -> None:
+    """f16_route, the passes' choice: rows of A the fp16 parts do not hold (an entry 2^-40 of its row's
+    largest, a row near 2^-70 or 2^70) go to the fix-up, up to f16_fix_cap of them (1/256 of A's rows, 8 to
+    64); more, or any row of B, an infinity or NaN anywhere, or no list (a residual in place) send the call to
+    the TF32 parts."""
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.rand(512, 96, generator=g) * 2 - 1, torch.rand(200, 96, generator=g) * 2 - 1
+    assert f16_route(a, b) == F16Route(True)
+    lone = a.clone()
+    lone[5, 3] = lone[5].abs().max() * 2.0**-40
+    lone[9] *= 2.0**-70
+    lone[11] *= 2.0**70
+    assert f16_route(lone, b) == F16Route(True, (5, 9, 11))
+    assert f16_route(lone, b, fix_cap=0) == F16Route(False) and f16_route(lone, b, fix_cap=2) == F16Route(False)
+    many = a.clone()
+    many[:9, 0] = 2.0**40  # nine rows past the cap of 8
+    assert f16_route(many, b) == F16Route(False) and f16_route(many[:8], b) == F16Route(True, tuple(range(8)))
+    for bad in ("b_row", "inf_a", "nan_b"):
+        x, y = a.clone(), b.clone()
+        if bad == "b_row":
+            y[7, 2] = 2.0**-40
+        if bad == "inf_a":
+            x[1, 1] = float("inf")
+        if bad == "nan_b":
+            y[0, 0] = float("nan")
+        assert f16_route(x, y) == F16Route(False), bad
+    assert [f16_fix_cap(rows) for rows in (1, 2048, 4096, 16384, 10**6)] == [8, 8, 16, 64, 64]
+
+
 def _pass_rule(x: torch.Tensor, old: bool = False) -> bool:
     """The fp16 passes' rule as _f16_parts.j2 computes it, in fp32: the row's largest finite |x| and its
     exponent, t = 14 - that exponent clamped to +-126, 2^t as an fp32, x 2^t rounded to fp32, and a row that
@@ -337,6 +375,7 @@ def test_the_models_rule_is_the_passes_rule() -> None:
         x = torch.where(torch.rand(2, 16, generator=g) < 0.5, -1.0, 1.0) * torch.exp2(exponents)
         x[torch.rand(2, 16, generator=g) < 0.1] = 0.0
         assert f16_row_parts_hold(x) == _pass_rule(x), x
+        assert f16_failing_rows(x).tolist() == [not _pass_rule(row[None]) for row in x], x
         old_disagreed += f16_row_parts_hold(x) != _pass_rule(x, old=True)
     assert old_disagreed > 0
 
@@ -735,14 +774,27 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "using F16Node1 = Sm90EVT<Sm90Compute<cutlass::plus, ElementD, float, kRound>, F16Unscaled,",
                   "ss_op_selector<F16, F16, float, Shape<_128, _128, _32>",
                   "FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 4, true>",  # every 128 of K: 4 k-tiles of 32
-                  "kF16Range = 60", "kF16Top = 14", "kF16LoScale = 2048.f", "cudaMemsetAsync(pa.row_max, 0,"):
+                  "kF16Range = 60", "kF16Top = 14", "kF16LoScale = 2048.f", "cudaMemsetAsync(pa.row_max, 0,",
+                  # the fix-up: A's list (B has none), its cap, and the chain (a bias) on its rows
+                  "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
+                  "std::min<int64_t>(64, std::max<int64_t>(8, batches_a * g.m / 256))",
+                  "fact_f16_fix_rows(SplitOperand a, SplitOperand b, FactGemmArgs g,",
+                  "sum[r] = fma(double(__ldg(a_row[r] + k * a.stride_k)), y, sum[r]);",
+                  "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
-    # the fp16 pass runs first, then the GEMM on its parts, then the TF32 pass and GEMM
+    assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
+    # the fp16 pass runs first, then the GEMM on its parts and the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
-                                          "fact_split(a, b, amax", "fact_launch_gemm<Gemm>(")]
+                                          "split_pass::fact_f16_fix_rows", "fact_split(a, b, amax",
+                                          "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order)
     assert F16_RANGE == 60 and F16_TOP == 14 and F16_LO_SCALE == 2048  # the kernel's constants, the model's
+    assert (F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST) == (256, 8, 64)
+    residual = dataclasses.replace(spec, epilogue=(Step("residual"),)).validate()
+    text = render(residual).sources[f"{residual.name}.cu"]
+    assert "if (c.first < d.second && d.first < c.second) return 0;" in text  # a residual in place: no list
+    assert "static_cast<ElementC const*>(g.c)[l * g.batch_c + i * g.ldc + j]" in text
     plain_text = render(plain).sources[f"{plain.name}.cu"]
     assert "F16Gemm" not in plain_text and "int const* gate" not in plain_text and "FactGatedKernel" not in plain_text
 
@@ -1176,9 +1228,12 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     of two from 2^-20 to 2^20, so that each row's scale shows: within SGEMM's error over the output and row
     by row, and not the TF32 kernel's bits.
 
-    Inputs the pass sends to the TF32 parts (an entry 2^40 above its row; rows near 1e-20, also misaligned;
-    an infinity; a row whose entries its 2^60 scales to zero in fp32): bit for bit the TF32 kernel's output,
-    also after a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
+    Inputs with a few rows of A the fp16 parts do not hold (an entry 2^-40 of its row's largest, also
+    misaligned; a row whose entries its 2^60 scales to zero in fp32): the fix-up recomputes those rows, each
+    entry within fp32's rounding of the float64 product, and the rest is the fp16 GEMM's (not the TF32
+    kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
+    1e-20, past the fix-up's 8, also misaligned; an infinity): bit for bit the TF32 kernel's output, also after
+    a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -1186,10 +1241,11 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     assert spec.tiles.f16_parts
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(11)
-    flagged = ("outlier", "tiny_rows", "inf", "underflow", "misaligned_tiny_rows")
+    flagged = ("outlier", "tiny_rows", "inf", "misaligned_tiny_rows")
+    fixed = {"underflow": [3], "lone_rows": [1, 700, 2047], "misaligned_lone_rows": [0, 5, 6, 1999]}
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
-    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "k_tail", "rows_tail",
-                   "misaligned", "misaligned_tiny_rows", "many_steps"):
+    for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
+                   "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps"):
         m, n, k = (8192, 1536, 4100) if inputs == "many_steps" else PRESPLIT_LIFT_SHAPE
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
@@ -1207,6 +1263,9 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
         if inputs == "underflow":  # 2^-110 times 2^(14 - 60) is below fp32's smallest subnormal
             a[3] *= 2.0**-110
             a[3, 100], b[100, :] = 2.0**60, 0.0
+        if inputs.endswith("lone_rows"):
+            for row in fixed[inputs]:
+                a[row, row % k] = a[row].abs().max() * 2.0**-40
         a = a if layouts[0] is ROW else a.T.contiguous().T
         b = b if layouts[1] is ROW else b.T.contiguous().T
         if inputs == "k_tail":
@@ -1224,6 +1283,45 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
             _rows_like_sgemm(out, sgemm, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
         assert same_bits == (inputs in flagged), inputs
+        if inputs in fixed:
+            rows = fixed[inputs]
+            sums = a[rows].double().abs() @ b.double().abs()  # the fp64 sums' error is far below 2^-40 of these
+            assert bool(((out[rows].double() - ref[rows]).abs() <= 2.0**-24 * ref[rows].abs() + 2.0**-40 * sums).all())
+
+
+@_on_sm90_gpu
+def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_place(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's pick on fp16 parts with a bias, GELU and a residual (2048 x 1536 x 1028), three rows of A
+    with an entry 2^-40 of their largest, which the fix-up recomputes through the same chain: within SGEMM's
+    error (the same chain in torch on SGEMM's product, against float64) over those rows and over the output.
+    With the residual in place (it is the output), the fix-up would read rows the fp16 GEMM has overwritten:
+    the pass lists none and the call takes the TF32 parts, within SGEMM's error too."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    spec = f16_chain_spec()
+    assert spec.tiles.f16_parts and [s.kind for s in spec.epilogue] == ["bias", "gelu_erf", "residual"]
+    kernel = build(render(spec), gpu_build_cache)
+    m, n, k = PRESPLIT_LIFT_SHAPE
+    g = torch.Generator(device="cuda").manual_seed(13)
+    a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
+    b = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T  # column-major, as the pick reads it
+    bias = torch.rand(n, generator=g, device="cuda") - 0.5
+    residual = torch.rand(m, n, generator=g, device="cuda") - 0.5
+    rows = [2, 1000, 2046]
+    for row in rows:
+        a[row, 7] = a[row].abs().max() * 2.0**-40
+
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x + bias.to(x.dtype)) + residual.to(x.dtype)
+
+    ref, sgemm = chain(a.double() @ b.double()), chain(a @ b)
+    out = kernel(a, b, bias, residual, torch.full((m, n), float("nan"), device="cuda"))
+    _like_sgemm(out, sgemm, ref, "fixed")
+    _like_sgemm(out[rows], sgemm[rows], ref[rows], "the fixed rows")
+    in_place = residual.clone()
+    kernel(a, b, bias, in_place, in_place)
+    _like_sgemm(in_place, sgemm, ref, "in place")
 
 
 @_on_sm90_gpu

@@ -374,10 +374,15 @@ def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
     largest, where its fp16 parts keep all 22 bits. Where one does not, the fp16 route would err by up to
     2^-39 of the block's largest on it (fp16's smallest subnormal, scaled back), which a lone outlier makes
     worse than SGEMM: such operands need the TF32 route."""
+    return not bool(_rows_below_span(x, block).any())
+
+
+def _rows_below_span(x: torch.Tensor, block: int | None = None) -> torch.Tensor:
+    """[S] bool: the rows of x with a finite non-zero entry more than 2^F16_SPAN below its block's largest."""
     k = x.shape[1]
     block = block or k
     scaled = x.double().abs() * _pow2(_per_element(f16_shift(x, block), block, k))
-    return not bool(((scaled > 0) & torch.isfinite(scaled) & (scaled < 2.0 ** (F16_TOP - F16_SPAN))).any())
+    return ((scaled > 0) & torch.isfinite(scaled) & (scaled < 2.0 ** (F16_TOP - F16_SPAN))).any(dim=1)
 
 
 # The fp16 route's rows (f16_parts) keep a largest |x| within 2^+-F16_RANGE: beyond, 2^-t or a partial sum
@@ -385,19 +390,53 @@ def f16_parts_hold(x: torch.Tensor, block: int | None = None) -> bool:
 F16_RANGE = 60
 
 
-def f16_row_parts_hold(x: torch.Tensor) -> bool:
-    """Whether the fp16 route (one scale a row) serves an operand ([S, K] float32), as the kernel's pass
-    decides: every entry finite, every row's largest finite |x| within 2^+-F16_RANGE (or the row all zero),
-    and every non-zero entry within 2^F16_SPAN of its row's largest (f16_parts_hold; the pass tests x 2^t in
-    fp32, where an entry that the scaling rounds to zero fails too). Where it does not, the kernel runs the
-    TF32 route instead."""
-    if not bool(torch.isfinite(x).all()):
-        return False
-    largest = x.double().abs().amax(dim=1)
+def f16_failing_rows(x: torch.Tensor) -> torch.Tensor:
+    """[S] bool: the rows of an operand ([S, K] float32) whose fp16 parts (one scale a row) do not hold them, as
+    the kernel's second pass decides: a largest finite |x| outside 2^+-F16_RANGE, or a non-zero entry more than
+    2^F16_SPAN below it (the pass tests x 2^t in fp32, where an entry that the scaling rounds to zero fails too).
+    Infinities and NaN are the first pass's: see f16_route."""
+    largest = torch.where(torch.isfinite(x), x.abs(), torch.zeros_like(x)).double().amax(dim=1)
     exponent = torch.frexp(largest).exponent - 1
-    if bool(((largest > 0) & (exponent.abs() > F16_RANGE)).any()):
-        return False
-    return f16_parts_hold(x)
+    return ((largest > 0) & (exponent.abs() > F16_RANGE)) | _rows_below_span(x)
+
+
+def f16_row_parts_hold(x: torch.Tensor) -> bool:
+    """Whether the fp16 route (one scale a row) holds every row of an operand ([S, K] float32): every entry
+    finite and no row failing (f16_failing_rows)."""
+    return bool(torch.isfinite(x).all()) and not bool(f16_failing_rows(x).any())
+
+
+# The fix-up (fact_f16_fix_rows): up to f16_fix_cap rows of A that their fp16 parts do not hold keep the call on
+# the fp16 route; the fix-up then recomputes their outputs from the fp32 operands, each product exact in fp64
+# and summed there, rounded once. More rows, a row of B, or an infinity or NaN anywhere send the whole call to
+# the TF32 parts, as does a residual that shares memory with the output (the kernel then lists no row).
+F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST = 256, 8, 64
+
+
+def f16_fix_cap(rows: int) -> int:
+    """The rows of A (over all its batches) the fix-up takes at most: 1/F16_FIX_SHARE of them, from
+    F16_FIX_LEAST to F16_FIX_MOST."""
+    return min(F16_FIX_MOST, max(F16_FIX_LEAST, rows // F16_FIX_SHARE))
+
+
+@dataclass(frozen=True)
+class F16Route:
+    """How the presplit kernel on fp16 parts serves a call: on the fp16 GEMM (with `fixed` rows of A, as
+    batch * M + row, recomputed by the fix-up) or, where `f16` is False, on the TF32 parts."""
+
+    f16: bool
+    fixed: tuple[int, ...] = ()
+
+
+def f16_route(a: torch.Tensor, b: torch.Tensor, fix_cap: int | None = None) -> F16Route:
+    """The route of a call with operands a ([S_a, K]: A's batches' rows) and b ([S_b, K]: B^T's), as the
+    kernel's passes decide it; fix_cap: the fix-up's rows (f16_fix_cap of A's rows when None; 0 where the
+    residual shares memory with the output)."""
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())) or bool(f16_failing_rows(b).any()):
+        return F16Route(False)
+    failing = torch.nonzero(f16_failing_rows(a)).flatten().tolist()
+    cap = f16_fix_cap(a.shape[0]) if fix_cap is None else fix_cap
+    return F16Route(True, tuple(failing)) if len(failing) <= cap else F16Route(False)
 
 
 def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, model: TensorCoreModel) -> torch.Tensor:
@@ -473,6 +512,9 @@ def errors(a: torch.Tensor, b: torch.Tensor, schemes: tuple[str, ...], samples: 
 
 
 __all__ = [
+    "F16_FIX_LEAST",
+    "F16_FIX_MOST",
+    "F16_FIX_SHARE",
     "F16_LO_SCALE",
     "F16_RANGE",
     "F16_SPAN",
@@ -481,11 +523,15 @@ __all__ = [
     "LIFT_BELOW",
     "RAW_BIG_SMALL_SCALE",
     "SMALL_SCALE",
+    "F16Route",
     "TensorCoreModel",
     "balanced_shift",
     "errors",
+    "f16_failing_rows",
+    "f16_fix_cap",
     "f16_parts",
     "f16_parts_hold",
+    "f16_route",
     "f16_row_parts_hold",
     "f16_shift",
     "fast_two_sum",

@@ -1,6 +1,8 @@
 // fact's fp16-parts passes (fact_f16_row_max, fact_f16_split), as rendered for the pick that the GPU test
 // builds, run alone on many small operands and checked bit for bit against a host reference: each row's
-// largest finite |x|, its 2^-t, and every hi/lo part up to ldk (zeros past K). Three layouts (M-major,
+// largest finite |x|, its 2^-t, and every hi/lo part up to ldk (zeros past K); the rows whose parts do not hold
+// (an entry 2^40 below its row's largest, a row near 2^-70): A's listed for the fix-up (and marked in their
+// slot) up to its cap, the flag past it, for any of B's, and for any of A's where A has no list. Three layouts (M-major,
 // K-major, unaligned: the tiles), rows and K from 1 up, padded K and batch strides, 1 to 4 batches, grids of
 // 1 to 200 blocks (runs that start mid-group and cross groups and batches). tests/gpu_builds.py
 // (f16_passes_check_command) renders the kernel source this file includes (FACT_KERNEL) and compiles it;
@@ -35,6 +37,7 @@ struct Case {
   int64_t pad_k, batches, pad_batch, ldk_extra;
   int grid;
   Arrangement layout;
+  int fix_cap;  // A's list (0: none)
 };
 
 uint16_t half_bits(float f) { return __half_as_ushort(__float2half_rn(f)); }
@@ -56,11 +59,13 @@ struct Operand {
     cudaFree(parts.lo);
     cudaFree(parts.row_max);
     cudaFree(parts.unscale);
+    cudaFree(parts.fix);
   }
 };
 
-// An operand of c's shape and layout: uniform(-1, 1) rows scaled by 2^-20 to 2^20 (some all zero); every
-// float of the allocation outside it is 3e30, so that a stray read shows in a row's largest |x|.
+// An operand of c's shape and layout: uniform(-1, 1) rows scaled by 2^-20 to 2^20 (some all zero), a few with
+// an entry 2^-40 of the others' scale or scaled by 2^-70 (rows the parts do not hold); every float of the
+// allocation outside it is 3e30, so that a stray read shows in a row's largest |x|.
 Operand make(Case const& c, unsigned seed) {
   std::mt19937 rng(seed);
   Operand o;
@@ -79,8 +84,10 @@ Operand make(Case const& c, unsigned seed) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (int64_t b = 0; b < c.batches; ++b) {
     for (int64_t r = 0; r < rows; ++r) {
-      float const s = rng() % 13 == 0 ? 0.f : std::ldexp(1.f, int(rng() % 41) - 20);
+      unsigned const kind = rng() % 61;
+      float const s = kind < 4 ? 0.f : std::ldexp(1.f, kind < 6 ? -70 : int(rng() % 41) - 20);
       for (int64_t j = 0; j < k; ++j) o.host[o.offset + b * sb + r * srow + j * sk] = u(rng) * s;
+      if (kind >= 6 && kind < 9 && k > 1) o.host[o.offset + b * sb + r * srow + (rng() % k) * sk] = s * 0x1p-40f;
     }
   }
   CHECK_CUDA(cudaMalloc(&o.x, o.host.size() * sizeof(float)));
@@ -99,12 +106,18 @@ Operand make(Case const& c, unsigned seed) {
   CHECK_CUDA(cudaMalloc(&unscale, c.batches * scale_ld * sizeof(float)));
   CHECK_CUDA(cudaMemset(unscale, 0xff, c.batches * scale_ld * sizeof(float)));
   o.op = SplitOperand{o.x + o.offset, c.rows, c.k, srow, sk, sb, c.batches, nullptr, nullptr, ldk};
-  o.parts = F16Parts{hi, lo, row_max, unscale, scale_ld};
+  int* fix = nullptr;
+  if (c.fix_cap > 0) {
+    CHECK_CUDA(cudaMalloc(&fix, (1 + c.fix_cap) * sizeof(int)));
+    CHECK_CUDA(cudaMemset(fix, 0, (1 + c.fix_cap) * sizeof(int)));
+  }
+  o.parts = F16Parts{hi, lo, row_max, unscale, scale_ld, fix, c.fix_cap};
   return o;
 }
 
-// The mismatches between the passes' output for o and the host reference (the first few printed).
-int mismatches(Case const& c, Operand const& o, char const* name) {
+// The mismatches between the passes' output for o and the host reference (the first few printed); `failing`
+// gets the slots (batch * rows + row) of the rows the parts do not hold, as the host finds them.
+int mismatches(Case const& c, Operand const& o, char const* name, std::vector<int>& failing) {
   int64_t const rows = c.rows, k = c.k, ldk = o.op.ldk, batches = c.batches;
   std::vector<uint16_t> hi(batches * rows * ldk), lo(hi.size());
   std::vector<unsigned> row_max(batches * rows);
@@ -126,23 +139,59 @@ int mismatches(Case const& c, Operand const& o, char const* name) {
         std::memcpy(&bits, &x, 4);
         if ((bits & 0x7fffffffu) < 0x7f800000u) largest = std::max(largest, bits & 0x7fffffffu);
       }
-      if (row_max[b * rows + r] != largest) report("largest", b, r, -1, row_max[b * rows + r], largest);
+      unsigned const slot = row_max[b * rows + r];
+      if ((slot & ~split_pass::kF16Marked) != largest) report("largest", b, r, -1, slot, largest);
       float largest_f;
       std::memcpy(&largest_f, &largest, 4);
-      int const t = std::min(std::max(kF16Top - (largest == 0 ? 0 : std::ilogb(largest_f)), -126), 126);
+      int const exponent = largest == 0 ? 0 : std::ilogb(largest_f);
+      int const t = std::min(std::max(kF16Top - exponent, -126), 126);
+      bool fails = exponent < -kF16Range || exponent > kF16Range;
       float const scale = std::ldexp(1.f, t), want_unscale = std::ldexp(1.f, -t), got_unscale = unscale[b * o.parts.scale_ld + r];
       uint32_t got_bits, want_bits;
       std::memcpy(&got_bits, &got_unscale, 4);
       std::memcpy(&want_bits, &want_unscale, 4);
       if (got_bits != want_bits) report("2^-t", b, r, -1, got_bits, want_bits);
       for (int64_t j = 0; j < ldk; ++j) {
-        float const s = (j < k ? o.at(b, r, j) : 0.f) * scale;
+        float const x = j < k ? o.at(b, r, j) : 0.f, s = x * scale;
+        fails |= x != 0.f && !(std::fabs(s) >= kF16Lowest);
         uint16_t const h = half_bits(s), l = half_bits((s - half_value(h)) * kF16LoScale);
         int64_t const at = (b * rows + r) * ldk + j;
         if (hi[at] != h || lo[at] != l) report("parts", b, r, j, hi[at] << 16 | lo[at], h << 16 | l);
       }
+      if (fails) failing.push_back(int(b * rows + r));
+      // marked only where listed: a row that fails, in an operand with a list
+      if ((slot & split_pass::kF16Marked) && !(fails && o.parts.fix_cap > 0)) report("mark", b, r, -1, slot, largest);
     }
   }
+  return bad;
+}
+
+// The fix-up's list against the rows that fail (A's), and the flag the call must raise; the mismatches.
+int list_mismatches(Operand const& a, std::vector<int> const& failing, bool b_fails, int raised) {
+  int const cap = a.parts.fix_cap, total = int(failing.size());
+  int count = 0;
+  std::vector<int> listed;
+  if (cap > 0) {
+    std::vector<int> fix(1 + cap);
+    CHECK_CUDA(cudaMemcpy(fix.data(), a.parts.fix, fix.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    count = fix[0];
+    listed.assign(fix.begin() + 1, fix.begin() + 1 + std::min(count, cap));
+  }
+  bool const flag = b_fails || (cap == 0 ? total > 0 : total > cap);
+  int bad = (raised != 0) != flag;
+  if (cap > 0 && total <= cap) {  // exactly the failing rows, once each
+    std::vector<int> sorted = listed;
+    std::sort(sorted.begin(), sorted.end());
+    bad += count != total || sorted != failing;
+  } else if (cap > 0) {  // full: cap distinct failing rows (a row past it may have raised the flag unlisted)
+    std::vector<int> sorted = listed;
+    std::sort(sorted.begin(), sorted.end());
+    bad += count < cap || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+    for (int slot : sorted) bad += !std::binary_search(failing.begin(), failing.end(), slot);
+  } else {
+    bad += count != 0;
+  }
+  if (bad) std::printf("  list: %d failing rows, count %d, cap %d, flag %d (want %d)\n", total, count, cap, raised, int(flag));
   return bad;
 }
 
@@ -156,7 +205,8 @@ int main(int argc, char** argv) {
   for (Arrangement layout : {kMMajor, kKMajor, kUnaligned}) {
     for (int rows : rows_list) {
       for (int k : k_list) {
-        Case c{rows, k, n % 3 == 0 ? 4 : 0, n % 4 == 0 ? 3 : 1, n % 5 == 0 ? 8 : 0, n % 7 == 0 ? 8 : 0, grids[n % 6], layout};
+        Case c{rows, k, n % 3 == 0 ? 4 : 0, n % 4 == 0 ? 3 : 1, n % 5 == 0 ? 8 : 0, n % 7 == 0 ? 8 : 0, grids[n % 6], layout,
+               n % 5 == 1 ? 0 : n % 5 == 2 ? 1 : 4};
         cases.push_back(c);
         ++n;
         c.batches = 2 + n % 3;
@@ -168,11 +218,12 @@ int main(int argc, char** argv) {
   }
   int* flag;
   CHECK_CUDA(cudaMalloc(&flag, sizeof(int)));
-  int ran = 0, failed = 0;
+  int ran = 0, failed = 0, failing_rows = 0, flagged = 0;
   for (size_t i = 0; i < cases.size(); i += every) {
     Case const& c = cases[i];
     Case cb = c;  // B: another operand of the same layout, about half as many rows
     cb.rows = std::max(1, c.rows / 2 + 1);
+    cb.fix_cap = 0;  // B has no list
     Operand a = make(c, 1000 + unsigned(i)), b = make(cb, 5000 + unsigned(i));
     CHECK_CUDA(cudaMemset(flag, 0, sizeof(int)));
     dim3 const block(split_pass::kSplitTile, split_pass::kSplitRows);
@@ -183,17 +234,22 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceSynchronize());
     int raised;
     CHECK_CUDA(cudaMemcpy(&raised, flag, sizeof(int), cudaMemcpyDeviceToHost));
-    int const bad_a = mismatches(c, a, "A"), bad_b = mismatches(cb, b, "B");
+    std::vector<int> failing_a, failing_b;
+    int const bad_a = mismatches(c, a, "A", failing_a), bad_b = mismatches(cb, b, "B", failing_b);
+    int const bad_list = list_mismatches(a, failing_a, !failing_b.empty(), raised);
+    failing_rows += int(failing_a.size() + failing_b.size());
+    flagged += raised != 0;
     ++ran;
-    if (bad_a || bad_b || raised) {
+    if (bad_a || bad_b || bad_list) {
       ++failed;
       std::printf("FAILED case %zu: layout %d, rows %d, k %d, pad_k %ld, batches %ld, pad_batch %ld, ldk + %ld, grid %d: "
-                  "%d and %d mismatches, flag %d\n", i, int(c.layout), c.rows, c.k, c.pad_k, c.batches, c.pad_batch,
-                  c.ldk_extra, c.grid, bad_a, bad_b, raised);
+                  "%d and %d mismatches, list %d, flag %d\n", i, int(c.layout), c.rows, c.k, c.pad_k, c.batches, c.pad_batch,
+                  c.ldk_extra, c.grid, bad_a, bad_b, bad_list, raised);
     }
     a.release();
     b.release();
   }
-  std::printf("%d cases, %d failed\n", ran, failed);
+  std::printf("%d cases, %d failed (%d rows the parts do not hold, %d calls flagged)\n", ran, failed, failing_rows,
+              flagged);
   return failed != 0;
 }
