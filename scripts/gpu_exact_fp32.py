@@ -283,6 +283,11 @@ def cases(quick: bool = False) -> list[Case]:
         *(Case(f"{inputs}_2048", (1, 2048, 2048, 2048), inputs, seeds=SEEDS[:2], kernels=("presplit_f16_p64",))
           for inputs in ("outlier", "tiny_rows")),
         Case("wide_4096", (1, 4096, 4096, 4096), "wide", seeds=SEEDS[:2], kernels=("presplit_f16_p128",)),
+        # rows of A the fp16 parts do not hold, which the fix-up recomputes: one row, and one in 256 (the fix-up's
+        # cap), beside the same kernel on uniform inputs
+        *(Case(f"{inputs}_{n}", (1, n, n, n), inputs, seeds=SEEDS[:2], kernels=(role,))
+          for n, role in ((2048, "presplit_f16_p64"), (4096, "presplit_f16_p128"))
+          for inputs in ("f16_uniform", "lone_row", "capped_rows")),
         # randn: an entry more than 2^28 below its row's largest now and then (the flag, then the TF32 parts),
         # more often the larger the operands; each seed timed on its own inputs, with which route served
         *(Case(f"normal_{n}", (1, n, n, n), "normal", seeds=tuple(range(seeds)), rotate=False, kernels=())
@@ -501,6 +506,8 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         w[:, :, k // 3] = 0
     if case.inputs == "tiny_rows":  # a row of A near 1e-20 in every 64: its largest below 2^-60
         a[:, ::64, :] *= 1e-20
+    if case.inputs in ("lone_row", "capped_rows"):  # an entry 2^-40 (a row's largest is near 1): the fix-up's rows
+        a[:, m // 3 if case.inputs == "lone_row" else slice(None, None, 256), k // 2] = 2.0**-40
     if case.inputs == "sample_miss":  # the rows of A the lift's sample reads (fact_lift_sample), zero
         a[:, [i * (m - 1) // 15 for i in range(16)], :] = 0
     out = {"a": a, "w": w}
@@ -576,12 +583,13 @@ def nonfinite_match(y: Any, s: Any) -> bool:
                 and torch.equal(y.isinf() & (y < 0), s.isinf() & (s < 0)))
 
 
-def f16_hold(x: dict[str, Any]) -> bool:
-    """Whether the fp16 route serves these inputs (both operands' rows: f16_row_parts_hold), as the passes
-    decide: where it does not, the call ran the TF32 parts behind the flag."""
-    from fact.realize.exact_fp32 import f16_row_parts_hold
+def f16_route_of(x: dict[str, Any]) -> dict[str, Any]:
+    """The route the passes choose for these inputs (f16_route over both operands' rows): the fp16 GEMM, with
+    the number of rows of A the fix-up recomputed, or (f16 False) the TF32 parts behind the flag."""
+    from fact.realize.exact_fp32 import f16_route
 
-    return all(f16_row_parts_hold(t.reshape(-1, t.shape[-1])) for t in (x["a"], x["w"]))
+    route = f16_route(x["a"].reshape(-1, x["a"].shape[-1]), x["w"].reshape(-1, x["w"].shape[-1]))
+    return {"f16": route.f16, "fixed_rows": len(route.fixed)}
 
 
 def time_ms(fn: Any, sets: list[Any], reps: int, flush: Any) -> float:
@@ -641,7 +649,7 @@ def run_case(case: Case, kernels_built: dict[str, Any], reps: int, flush: Any) -
                 continue
             row.update(kernel=kernel.spec.name, fact_err=rel_err(y, ref))
             if isinstance(kernel.spec.tiles, Sm90SplitTiles) and kernel.spec.tiles.f16_parts:
-                row["f16_parts_hold"] = [f16_hold(z) for z in sets]  # else the flag sends the call to TF32 parts
+                row["f16_route"] = [f16_route_of(z) for z in sets]  # else the flag sends the call to TF32 parts
             row["fact_le_sgemm"] = row["fact_err"] <= sgemm_err
             if case.inputs in ("inf", "nan", "inf_tf32", "nan_low", "subnormal_inf", "subnormal_nan"):
                 row["nonfinite_matches_sgemm"] = nonfinite_match(y, s)
