@@ -779,7 +779,7 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
                   "std::min<int64_t>(64, std::max<int64_t>(8, batches_a * g.m / 256))",
                   "fact_f16_fix_rows(SplitOperand a, SplitOperand b, FactGemmArgs g,",
-                  "sum[r] = fma(double(__ldg(a_row[r] + k * a.stride_k)), y, sum[r]);",
+                  "if (r < rows) sum[r] = fma(double(a_chunk[r][kk]), y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
