@@ -778,15 +778,16 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   # the fix-up: A's list (B has none), its cap, and the chain (a bias) on its rows
                   "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
                   "std::min<int64_t>(64, std::max<int64_t>(8, batches_a * g.m / 256))",
-                  "fact_f16_fix_rows(SplitOperand a, SplitOperand b, FactGemmArgs g,",
+                  "CUTLASS_DEVICE void fix_rows(SplitOperand const& a, SplitOperand const& b, FactGemmArgs const& g,",
+                  "if (__ldcg(gate) == 0) {\n    fix_rows(a, b, g, fix);\n    return;\n  }",
                   "if (r < rows) sum[r] = fma(double(a_chunk[r][kk]), y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
-    # the fp16 pass runs first, then the GEMM on its parts and the fix-up, then the TF32 pass and GEMM
+    # the fp16 pass runs first, then the GEMM on its parts, then the TF32 pass (or the fix-up) and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
-                                          "split_pass::fact_f16_fix_rows", "fact_split(a, b, amax",
+                                          "fact_split(a, b, amax, g.sm_count, stream, flag, g, fix);",
                                           "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order)
     assert F16_RANGE == 60 and F16_TOP == 14 and F16_LO_SCALE == 2048  # the kernel's constants, the model's
