@@ -43,7 +43,7 @@ def check(name: str, out: torch.Tensor, ref: torch.Tensor, rows: list[int], tol:
 
 
 for layout in ("k_major", "m_major"):
-    kernel, (la, lb) = kernels[layout], SPECS[layout].layout_a, SPECS[layout].layout_b
+    kernel, la, lb = kernels[layout], SPECS[layout].layout_a, SPECS[layout].layout_b
     for m, n, k, rows in ((300, 260, 1028, [7]), (256, 200, 515, [0, 31, 32, 100, 101, 200, 254, 255])):
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
