@@ -777,7 +777,10 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "kF16Range = 60", "kF16Top = 14", "kF16LoScale = 2048.f", "cudaMemsetAsync(pa.row_max, 0,",
                   # the fix-up: A's list (B has none), its cap, and the chain (a bias) on its rows
                   "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
-                  "std::min<int64_t>(64, std::max<int64_t>(8, batches_a * g.m / 256))",
+                  "std::min<int64_t>(kFixMost, std::max<int64_t>(8, batches_a * g.m / 256))", "kFixMost = 64;",
+                  "batches_b * g.n + 2 + kFixMost)))",  # the list's room does not depend on the call's pointers
+                  "__launch_bounds__(kSplitTile * kSplitRows, 5) fact_split_operands(",
+                  "__device__ __noinline__ void fix_rows(",
                   "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
                   "CUTLASS_DEVICE void fix_rows(SplitOperand const& a, SplitOperand const& b, FactGemmArgs const& g,",
                   "if (flag == 0) {\n    fix_rows(a, b, g, fix, count);\n    return;\n  }",
@@ -1231,7 +1234,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     by row, and not the TF32 kernel's bits.
 
     Inputs with a few rows of A the fp16 parts do not hold (an entry 2^-40 of its row's largest, also
-    misaligned; a row whose entries its 2^60 scales to zero in fp32): the fix-up recomputes those rows, each
+    misaligned; twelve of 8191 rows, two groups of the fix-up, over N = 1533; a row whose entries its 2^60 scales
+    to zero in fp32): the fix-up recomputes those rows, each
     entry within fp32's rounding of the float64 product, and the rest is the fp16 GEMM's (not the TF32
     kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
     1e-20, past the fix-up's 8, also misaligned; an infinity): bit for bit the TF32 kernel's output, also after
@@ -1244,11 +1248,13 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(11)
     flagged = ("outlier", "tiny_rows", "inf", "misaligned_tiny_rows")
-    fixed = {"underflow": [3], "lone_rows": [1, 700, 2047], "misaligned_lone_rows": [0, 5, 6, 1999]}
+    fixed = {"underflow": [3], "lone_rows": [1, 700, 2047], "misaligned_lone_rows": [0, 5, 6, 1999],
+             "many_steps_lone_rows": [*range(9), 4000, 8100, 8190]}  # two groups of the fix-up, N = 1533
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
-                   "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps"):
-        m, n, k = (8192, 1536, 4100) if inputs == "many_steps" else PRESPLIT_LIFT_SHAPE
+                   "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",
+                   "many_steps_lone_rows"):
+        m, n, k = (8192, 1536, 4100) if inputs.startswith("many_steps") else PRESPLIT_LIFT_SHAPE
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
         if inputs in scaled:  # exact: the products' relative errors are uniform's
@@ -1272,7 +1278,7 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
         b = b if layouts[1] is ROW else b.T.contiguous().T
         if inputs == "k_tail":
             a, b = a[:, :k - 1], b[:k - 1]
-        if inputs in ("rows_tail", "many_steps"):  # views: the strides stay 16-byte multiples
+        if inputs in ("rows_tail", "many_steps", "many_steps_lone_rows"):  # views: the strides stay 16-byte multiples
             a, b = a[:m - 1], b[:, :n - 3]
         if inputs.startswith("misaligned"):
             a, b = _misaligned(a), _misaligned(b)
@@ -1294,8 +1300,9 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
 @_on_sm90_gpu
 def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_place(gpu_build_cache: Any) -> None:
     """On the GPU: fact's pick on fp16 parts with a bias, GELU and a residual (2048 x 1536 x 1028), three rows of A
-    with an entry 2^-40 of their largest, which the fix-up recomputes through the same chain: within SGEMM's
-    error (the same chain in torch on SGEMM's product, against float64) over those rows and over the output.
+    with an entry 2^40 (where B's row is zero), whose parts the outlier's scale leaves a few bits: the fix-up
+    recomputes them through the same chain, within SGEMM's error (the same chain in torch on SGEMM's product,
+    against float64) over those rows and over the output.
     With the residual in place (it is the output), the fix-up would read rows the fp16 GEMM has overwritten:
     the pass lists none and the call takes the TF32 parts, within SGEMM's error too."""
     from fact.realize import build
@@ -1311,8 +1318,7 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
     bias = torch.rand(n, generator=g, device="cuda") - 0.5
     residual = torch.rand(m, n, generator=g, device="cuda") - 0.5
     rows = [2, 1000, 2046]
-    for row in rows:
-        a[row, 7] = a[row].abs().max() * 2.0**-40
+    a[rows, 7], b[7, :] = 2.0**40, 0.0  # rows the fp16 parts err on badly (their scale is the outlier's)
 
     def chain(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.gelu(x + bias.to(x.dtype)) + residual.to(x.dtype)
