@@ -782,7 +782,6 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "__launch_bounds__(kSplitTile * kSplitRows, 5) fact_split_operands(",
                   "__device__ __noinline__ void fix_rows(",
                   "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
-                  "CUTLASS_DEVICE void fix_rows(SplitOperand const& a, SplitOperand const& b, FactGemmArgs const& g,",
                   "if (flag == 0) {\n    fix_rows(a, b, g, fix, count);\n    return;\n  }",
                   "if (r < rows) sum[r] = fma(double(a_chunk[r][kk]), y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
