@@ -2,19 +2,12 @@
 # NOT YET RUN (no device time was left): the device call that checks the landed tree, where fix_rows is out of line
 # and the TF32 pass is bounded to 48 registers. Builds; the GPU tests of the exact family (with the new chain-test
 # rows and the twelve-row case); the A/B against ab2c64f (render .ab/before there first:
-#   git worktree add /tmp/before ab2c64f && (cd /tmp/before && python scripts/gpu_ab.py --render $PWD/.ab/before \
+#   git worktree add /tmp/before ab2c64f && (cd /tmp/before && python scripts/gpu_ab.py --render CHECKOUT/.ab/before \
 #     --kernels presplit_f16_p64)
 # ) on uniform inputs, one fixed row, sixteen, and an outlier in every row (the flag: the TF32 route); then
 # compute-sanitizer over sanitize_fix.py. Packed into $OUT/next_call.tgz.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export FACT_CACHE_DIR=$PWD/.fact-cache FACT_GPU_TEST_CACHE=$PWD/.fact-cache PYTHONUNBUFFERED=1 MAX_JOBS=16
+source results/exact_fp32/device_call.sh next_call
 R=results/exact_fp32/h200_2026-11-29_fix_rows
-W=$OUT/w; mkdir -p $W
-pack() { tar -czf $OUT/next_call.tgz -C $OUT w; }
-trap pack EXIT
-nvidia-smi > $W/gpu.txt; date -u >> $W/gpu.txt
-T0=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - T0) )); }
 (python -m tests.prebuild_gpu $PWD/.fact-cache 16 3xtf32 > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
 (python scripts/gpu_exact_fp32.py --out $W/cases --jobs 16 --kernels presplit_f16_p64 --only f16_uniform \
   --phase build > $W/cases_build.txt 2>&1; echo "rc $?" >> $W/cases_build.txt) &
