@@ -11,8 +11,10 @@ Every kernel first passes fact's verification protocol (unless --no-verify). The
 seed: each kernel's error against float64 next to cuBLAS SGEMM's (TF32 off) on the same inputs, whether
 its non-finite entries lie where SGEMM's do, and the times of all of them (CUDA events, L2 flushed,
 device synchronised before the end event, the median of --rounds rounds of --reps runs over three fresh
-input sets, the functions timed in turn in an order rotated each round). Writes ab.json (GPU, date,
-versions, command, rows).
+input sets, the functions timed in turn in an order rotated each round). With --profile N, each kernel's
+call is also profiled N times (torch.profiler, after the timed runs): the GPU time of each of its kernels
+and memsets a call (`kernels_us`), which the call's time above holds along with the gaps between them.
+Writes ab.json (GPU, date, versions, command, rows).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import pickle
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -54,6 +57,37 @@ def rendered(roles: list[str]) -> dict[str, Any]:
     return {role: render(specs[role]) for role in roles}
 
 
+def kernel_label(name: str) -> str:
+    """A short name for a profiled kernel: fact's passes by their function, the GEMMs by their MMA."""
+    found = re.search(r"::(fact_\w+)", name)
+    if found:
+        return found.group(1)
+    if "F32F16F16" in name:
+        return "gemm_f16"
+    if "TF32" in name:
+        return "gemm_tf32"
+    return "memset" if "memset" in name.lower() else name[:60]
+
+
+def profile_call(fn: Any, x: Any, calls: int) -> dict[str, float]:
+    """{kernel label: its GPU time in us a call} over `calls` calls of fn(x), after one unprofiled call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(x)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(x)
+        torch.cuda.synchronize()
+    us: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            label = kernel_label(event.name)
+            us[label] = us.get(label, 0.0) + event.time_range.elapsed_us() / calls
+    return dict(sorted(us.items(), key=lambda item: -item[1]))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results/exact_fp32")))
@@ -66,6 +100,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile each kernel's call N times a case")
     args = ap.parse_args()
     roles = args.kernels.split(",")
     if args.render:
@@ -126,6 +161,11 @@ def main() -> int:
                     row["sgemm_ms"] = ms["sgemm"]
                     for name in served:
                         row[name] |= {"ms": ms[name], "vs_sgemm": ms["sgemm"] / ms[name]}
+                    for name in served if args.profile else ():
+                        try:
+                            row[name]["kernels_us"] = profile_call(fns[name], x, args.profile)
+                        except Exception as exc:  # the times above stand
+                            row[name]["kernels_us"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 out["rows"].append(row)
                 print(json.dumps(row), flush=True)
                 del sets, x, buf

@@ -779,18 +779,20 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
                   "std::min<int64_t>(kFixMost, std::max<int64_t>(8, batches_a * g.m / 256))", "kFixMost = 64;",
                   "batches_b * g.n + 2 + kFixMost)))",  # the list's room does not depend on the call's pointers
-                  "__launch_bounds__(kSplitTile * kSplitRows, 5) fact_split_operands(",
-                  "__device__ __noinline__ void fix_rows(",
+                  # the fix-up: a kernel of its own behind the fp16 GEMM, idle where the flag is set
+                  "__launch_bounds__(kFixThreads, kFixBlocksPerSm) fact_fix_rows(SplitOperand a, SplitOperand b,",
+                  "if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
+                  "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
                   "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
-                  "if (flag == 0) {\n    fix_rows(a, b, g, fix, count);\n    return;\n  }",
                   "if (r < rows) sum[r] = fma(double(a_chunk[r][kk]), y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
-    # the fp16 pass runs first, then the GEMM on its parts, then the TF32 pass (or the fix-up) and GEMM
+    # the fp16 pass runs first, then the GEMM on its parts, the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
-                                          "fact_split(a, b, amax, g.sm_count, stream, flag, g, fix);",
+                                          "fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
+                                          "fact_split(a, b, amax, g.sm_count, stream, flag);",
                                           "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order)
     assert F16_RANGE == 60 and F16_TOP == 14 and F16_LO_SCALE == 2048  # the kernel's constants, the model's

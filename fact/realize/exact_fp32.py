@@ -406,11 +406,11 @@ def f16_row_parts_hold(x: torch.Tensor) -> bool:
     return bool(torch.isfinite(x).all()) and not bool(f16_failing_rows(x).any())
 
 
-# The fix-up (fix_rows, in the presplit kernels' TF32 pass): up to f16_fix_cap rows of A that their fp16 parts
-# do not hold keep the call on the fp16 route; the fix-up then recomputes their outputs from the fp32 operands,
-# each product exact in fp64 and summed there, rounded once. More rows, a row of B, or an infinity or NaN anywhere send the whole call to
-# the TF32 parts, as does a residual that shares memory with the output or a batched call (the kernel then lists
-# no row: fix_cap 0).
+# The fix-up (fact_fix_rows, behind the presplit kernels' fp16 GEMM): up to f16_fix_cap rows of A that their
+# fp16 parts do not hold keep the call on the fp16 route; the fix-up then recomputes their outputs from the fp32
+# operands, each product exact in fp64 and summed there, rounded once. More rows, a row of B, or an infinity or
+# NaN anywhere send the whole call to the TF32 parts, as does a residual that shares memory with the output or a
+# batched call (the kernel then lists no row: fix_cap 0).
 F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST = 256, 8, 64
 
 
