@@ -57,16 +57,17 @@ def rendered(roles: list[str]) -> dict[str, Any]:
     return {role: render(specs[role]) for role in roles}
 
 
-def kernel_label(name: str) -> str:
-    """A short name for a profiled kernel: fact's passes by their function, the GEMMs by their MMA."""
+def kernel_label(name: str, gemms: list[str]) -> str:
+    """A short name for a profiled kernel: fact's passes by their function, memsets as such, and any other
+    kernel (a GEMM) as gemm1, gemm2, ... in the order of its first launch (`gemms`, extended here)."""
     found = re.search(r"::(fact_\w+)", name)
     if found:
         return found.group(1)
-    if "F32F16F16" in name:
-        return "gemm_f16"
-    if "TF32" in name:
-        return "gemm_tf32"
-    return "memset" if "memset" in name.lower() else name[:60]
+    if "memset" in name.lower():
+        return "memset"
+    if name not in gemms:
+        gemms.append(name)
+    return f"gemm{gemms.index(name) + 1}"
 
 
 def profile_call(fn: Any, x: Any, calls: int) -> dict[str, float]:
@@ -80,12 +81,14 @@ def profile_call(fn: Any, x: Any, calls: int) -> dict[str, float]:
         for _ in range(calls):
             fn(x)
         torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                    key=lambda e: e.time_range.start)
     us: dict[str, float] = {}
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            label = kernel_label(event.name)
-            us[label] = us.get(label, 0.0) + event.time_range.elapsed_us() / calls
-    return dict(sorted(us.items(), key=lambda item: -item[1]))
+    gemms: list[str] = []
+    for event in events:
+        label = kernel_label(event.name, gemms)
+        us[label] = us.get(label, 0.0) + event.time_range.elapsed_us() / calls
+    return us
 
 
 def main() -> int:
