@@ -12,7 +12,7 @@ timeout $(left 400) python -m pytest -q -p no:cacheprovider -m gpu tests/test_ex
   -k "not bit_rounding and (exact or presplit or fp16 or fix_up or lifts or sgemm)" > $W/pytest.txt 2>&1; echo "rc $?" >> $W/pytest.txt
 echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-L=$(left 500); [ $L -gt 5 ] && timeout $L $NCU --clock-control none --kernel-name regex:fact_fix_rows --launch-skip 1 \
+L=$(left 500); [ $L -gt 5 ] && timeout $L $NCU --clock-control none --kernel-name regex:fact_fix_rows --launch-skip 2 \
   --launch-count 2 --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
   --section LaunchStats --section SchedulerStats python $R/ncu_fix.py > $W/ncu.txt 2>&1; echo "rc $?" >> $W/ncu.txt
 echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
