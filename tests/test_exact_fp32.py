@@ -783,8 +783,9 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "__launch_bounds__(kFixThreads, kFixBlocksPerSm) fact_fix_rows(SplitOperand a, SplitOperand b,",
                   "if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
                   "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
+                  "if (rows == 1) {\n        fix_chunk<1>(sum, a_chunk, b_chunk, column, lane);",  # one row: one product
                   "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
-                  "if (r < rows) sum[r] = fma(double(a_chunk[r][kk]), y, sum[r]);",
+                  "for (int r = 0; r < kRows; ++r) sum[r] = fma(a_chunk[r][kk], y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
