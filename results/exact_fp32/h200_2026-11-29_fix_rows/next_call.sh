@@ -1,5 +1,5 @@
 #!/bin/bash
-# NOT YET RUN (no device time was left): the device call that checks the landed tree, where fix_rows is out of line
+# Ran the next session (results: ../h200_2026-11-29_landed/): the device call that checks the landed tree, where fix_rows is out of line
 # and the TF32 pass is bounded to 48 registers. Builds; the GPU tests of the exact family (with the new chain-test
 # rows and the twelve-row case); the A/B against ab2c64f (render .ab/before there first:
 #   git worktree add /tmp/before ab2c64f && (cd /tmp/before && python scripts/gpu_ab.py --render CHECKOUT/.ab/before \
