@@ -10,3 +10,20 @@ trap pack EXIT
 nvidia-smi > $W/gpu.txt; date -u >> $W/gpu.txt; compute-sanitizer --version >> $W/gpu.txt 2>&1
 T0=$(date +%s)
 left() { echo $(( $1 - ($(date +%s) - T0) )); }
+
+# The builds of the exact family's GPU tests and of the cases' presplit pick, in parallel (16 jobs).
+build_exact() {
+  (python -m tests.prebuild_gpu $PWD/.fact-cache 16 3xtf32 > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
+  (python scripts/gpu_exact_fp32.py --out $W/cases --jobs 16 --kernels presplit_f16_p64 --only f16_uniform \
+    --phase build > $W/cases_build.txt 2>&1; echo "rc $?" >> $W/cases_build.txt) &
+  wait
+  echo "builds $(( $(date +%s) - T0 )) s" | tee $W/times.txt
+}
+
+# The exact family's GPU tests, until N seconds after the start (exact_tests N).
+exact_tests() {
+  timeout $(left $1) python -m pytest -q -p no:cacheprovider -m gpu tests/test_exact_fp32.py tests/test_gpu.py \
+    -k "not bit_rounding and (exact or presplit or fp16 or fix_up or lifts or sgemm)" > $W/pytest.txt 2>&1
+  echo "rc $?" >> $W/pytest.txt
+  echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
+}

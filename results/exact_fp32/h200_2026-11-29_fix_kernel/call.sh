@@ -5,14 +5,8 @@
 # kernels profiled; then memcheck and racecheck over sanitize_fix.py. Packed into $OUT/call.tgz.
 source results/exact_fp32/device_call.sh call
 S=results/exact_fp32/h200_2026-11-29_fix_rows/sanitize_fix.py
-(python -m tests.prebuild_gpu $PWD/.fact-cache 16 3xtf32 > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
-(python scripts/gpu_exact_fp32.py --out $W/cases --jobs 16 --kernels presplit_f16_p64 --only f16_uniform \
-  --phase build > $W/cases_build.txt 2>&1; echo "rc $?" >> $W/cases_build.txt) &
-wait
-echo "builds $(( $(date +%s) - T0 )) s" | tee $W/times.txt
-timeout $(left 300) python -m pytest -q -p no:cacheprovider -m gpu tests/test_exact_fp32.py tests/test_gpu.py \
-  -k "not bit_rounding and (exact or presplit or fp16 or fix_up or lifts or sgemm)" > $W/pytest.txt 2>&1; echo "rc $?" >> $W/pytest.txt
-echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
+build_exact
+exact_tests 300
 timeout $(left 400) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline before=.ab/before \
   --cases f16_uniform_2048,lone_row_2048,outlier_2048,f16_uniform_4096,lone_row_4096,capped_rows_4096 \
   --seeds 1 --rounds 5 --profile 5 > $W/ab.txt 2>&1; echo "rc $?" >> $W/ab.txt
