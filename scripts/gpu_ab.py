@@ -58,13 +58,16 @@ def rendered(roles: list[str]) -> dict[str, Any]:
 
 
 def kernel_label(name: str, gemms: list[str]) -> str:
-    """A short name for a profiled kernel: fact's passes by their function, memsets as such, and any other
-    kernel (a GEMM) as gemm1, gemm2, ... in the order of its first launch (`gemms`, extended here)."""
+    """A short name for a profiled kernel: fact's passes by their function, memsets as such, CUTLASS's kernels
+    (the GEMMs) as gemm1, gemm2, ... in the order of their first launch (`gemms`, extended here), and any
+    other (torch's copies) by the start of its name."""
     found = re.search(r"::(fact_\w+)", name)
     if found:
         return found.group(1)
     if "memset" in name.lower():
         return "memset"
+    if "cutlass" not in name:
+        return f"other: {name[:60]}"
     if name not in gemms:
         gemms.append(name)
     return f"gemm{gemms.index(name) + 1}"

@@ -781,7 +781,11 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "batches_b * g.n + 2 + kFixMost)))",  # the list's room does not depend on the call's pointers
                   # the fix-up: a kernel of its own behind the fp16 GEMM, idle where the flag is set
                   "__launch_bounds__(kFixThreads, kFixBlocksPerSm) fact_fix_rows(SplitOperand a, SplitOperand b,",
-                  "if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
+                  # every block waits for the fp16 GEMM's end before its first read: the TF32 pass, launched
+                  # plainly behind it, then starts after the GEMM too
+                  "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n"
+                  "  if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
+                  "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
                   "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
                   "if (rows == 1) {\n        fix_chunk<1>(sum, a_chunk, b_chunk, column, lane);",  # one row: one product
                   "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
@@ -789,6 +793,8 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
+    assert "fact_split_operands(SplitOperand a, SplitOperand b,\n" \
+           "                                                                                unsigned* amax, int const* gate) {" in text
     # the fp16 pass runs first, then the GEMM on its parts, the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
