@@ -1242,9 +1242,10 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     by row, and not the TF32 kernel's bits.
 
     Inputs with a few rows of A the fp16 parts do not hold (an entry 2^-40 of its row's largest, also
-    misaligned; twelve of 8191 rows, two groups of the fix-up, over N = 1533; a row whose entries its 2^60 scales
-    to zero in fp32): the fix-up recomputes those rows, each
-    entry within fp32's rounding of the float64 product, and the rest is the fp16 GEMM's (not the TF32
+    misaligned; twelve of 8191 rows, two groups of the fix-up, over N = 1533; two rows and six, whose sums the
+    fix-up takes for two rows and for eight; three over K = 200, short of one chunk; a row whose entries its
+    2^60 scales to zero in fp32): the fix-up recomputes those rows, each entry within fp32's rounding of the
+    float64 product, and the rest is the fp16 GEMM's (not the TF32
     kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
     1e-20, past the fix-up's 8, also misaligned; an infinity): bit for bit the TF32 kernel's output, also after
     a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
@@ -1257,12 +1258,15 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     g = torch.Generator(device="cuda").manual_seed(11)
     flagged = ("outlier", "tiny_rows", "inf", "misaligned_tiny_rows")
     fixed = {"underflow": [3], "lone_rows": [1, 700, 2047], "misaligned_lone_rows": [0, 5, 6, 1999],
-             "many_steps_lone_rows": [*range(9), 4000, 8100, 8190]}  # two groups of the fix-up, N = 1533
+             "many_steps_lone_rows": [*range(9), 4000, 8100, 8190],  # two groups of the fix-up, N = 1533
+             "two_lone_rows": [40, 41], "six_lone_rows": [0, 100, 200, 300, 400, 2046],  # sums for 2 and 8 rows
+             "short_k_lone_rows": [7, 8, 1000]}  # K = 200: one chunk of the fix-up, most of it past K
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
                    "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",
-                   "many_steps_lone_rows"):
+                   "many_steps_lone_rows", "two_lone_rows", "six_lone_rows", "short_k_lone_rows"):
         m, n, k = (8192, 1536, 4100) if inputs.startswith("many_steps") else PRESPLIT_LIFT_SHAPE
+        k = 200 if inputs.startswith("short_k") else k
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
         if inputs in scaled:  # exact: the products' relative errors are uniform's
