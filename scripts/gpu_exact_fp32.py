@@ -588,9 +588,7 @@ def f16_route_of(x: dict[str, Any]) -> dict[str, Any]:
     the number of rows of A the fix-up recomputed, or (f16 False) the TF32 parts behind the flag."""
     from fact.realize.exact_fp32 import f16_route
 
-    batched = x["a"].shape[0] > 1  # a batched call lists no row (fix_rows in _presplit_run.j2)
-    route = f16_route(x["a"].reshape(-1, x["a"].shape[-1]), x["w"].reshape(-1, x["w"].shape[-1]),
-                      fix_cap=0 if batched else None)
+    route = f16_route(x["a"].reshape(-1, x["a"].shape[-1]), x["w"].reshape(-1, x["w"].shape[-1]))
     return {"f16": route.f16, "fixed_rows": len(route.fixed)}
 
 

@@ -94,7 +94,7 @@ def exact_specs() -> list[GemmSpec]:
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
             *(tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts)) for layouts in ((ROW, COL), (COL, ROW))),
-            batched_presplit_spec(), f16_chain_spec(),
+            batched_presplit_spec(), tf32_twin(batched_presplit_spec()), f16_chain_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 

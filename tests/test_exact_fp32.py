@@ -71,10 +71,12 @@ from fact.realize.spec import (
 )
 from fact.verify.check import default_gemm_cases
 from tests.gpu_builds import (
+    BATCHED_PRESPLIT_SHAPE,
     EXACT_ERROR_SHAPES,
     PERSISTENT_LIFT_SHAPE,
     PRESPLIT_LIFT_SHAPE,
     RAW_BIG_INF_SHAPE,
+    batched_presplit_spec,
     exact_match,
     exact_pick,
     exact_specs,
@@ -788,13 +790,13 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
                   "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
                   "if (rows == 1) {\n        fix_chunk<1>(sum, a_chunk, b_chunk, column, lane);",  # one row: one product
-                  "if (g.batch > 1) return 0;",  # a batched call lists no row: the flag, as before
                   "for (int r = 0; r < kRows; ++r) sum[r] = fma(a_chunk[r][kk], y, sum[r]);",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
     assert "fact_split_operands(SplitOperand a, SplitOperand b,\n" \
            "                                                                                unsigned* amax, int const* gate) {" in text
+    assert "g.batch > 1" not in text  # a batched call lists its rows too (this spec is batched)
     # the fp16 pass runs first, then the GEMM on its parts, the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
@@ -1342,6 +1344,45 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
     in_place = residual.clone()
     kernel(a, b, bias, in_place, in_place)
     _like_sgemm(in_place, sgemm, ref, "in place")
+
+
+@_on_sm90_gpu
+def test_the_fix_up_serves_batched_calls(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's batched pick on fp16 parts (8 x 1024 x 2048 x 1028, both operands M-major) with rows of
+    A the fp16 parts do not hold (an entry 2^-40 of its row's largest): in three batches of a batched A with a
+    batched B (the fix-up takes the rows one at a time), in two batches of a batched A with a B shared by the
+    batch (rows of several batches in one group), and in an A shared by the batch (its rows fixed in every
+    batch). The output within SGEMM's error, each fixed entry within fp32's rounding of the float64 product,
+    and the fp16 GEMM's output elsewhere, not the TF32 kernel's bits."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    spec = batched_presplit_spec()
+    assert spec.tiles.f16_parts and spec.mode is Mode.BATCHED
+    f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
+    batch, m, n, k = BATCHED_PRESPLIT_SHAPE
+    g = torch.Generator(device="cuda").manual_seed(13)
+    # inputs: (A shared by the batch, B shared by the batch, the lone rows as (batch, row))
+    cases = {"both_batched": (False, False, [(0, 5), (3, 1023), (7, 500)]),
+             "b_shared": (False, True, [(1, 0), (1, 1), (6, 77)]),
+             "a_shared": (True, False, [(0, 9), (0, 600)])}
+    for name, (a_shared, b_shared, lone) in cases.items():
+        a = torch.rand(1 if a_shared else batch, m, k, generator=g, device="cuda") * 2 - 1
+        b = torch.rand(1 if b_shared else batch, k, n, generator=g, device="cuda") * 2 - 1
+        for i, row in lone:
+            a[i, row, row % k] = a[i, row].abs().max() * 2.0**-40
+        a = a.transpose(-1, -2).contiguous().transpose(-1, -2).expand(batch, m, k)  # M-major; stride 0 where shared
+        b = b.expand(batch, k, n)
+        ref = a.double() @ b.double()
+        out = f16(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
+        twin = tf32(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
+        _like_sgemm(out, a @ b, ref, name)
+        assert not torch.equal(out.view(torch.int32), twin.view(torch.int32)), name  # the fix-up, not the flag
+        fixed = [(i, row) for _, row in lone for i in range(batch)] if a_shared else lone
+        for i, row in fixed:
+            got, want = out[i, row].double(), ref[i, row]
+            sums = a[i, row].double().abs() @ b[i].double().abs()  # the fp64 sums' error is far below 2^-40 of these
+            assert bool(((got - want).abs() <= 2.0**-24 * want.abs() + 2.0**-40 * sums).all()), (name, i, row)
 
 
 @_on_sm90_gpu

@@ -409,8 +409,8 @@ def f16_row_parts_hold(x: torch.Tensor) -> bool:
 # The fix-up (fact_fix_rows, behind the presplit kernels' fp16 GEMM): up to f16_fix_cap rows of A that their
 # fp16 parts do not hold keep the call on the fp16 route; the fix-up then recomputes their outputs from the fp32
 # operands, each product exact in fp64 and summed there, rounded once. More rows, a row of B, or an infinity or
-# NaN anywhere send the whole call to the TF32 parts, as does a residual that shares memory with the output or a
-# batched call (the kernel then lists no row: fix_cap 0).
+# NaN anywhere send the whole call to the TF32 parts, as does a residual that shares memory with the output
+# (the kernel then lists no row: fix_cap 0).
 F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST = 256, 8, 64
 
 
@@ -432,7 +432,7 @@ class F16Route:
 def f16_route(a: torch.Tensor, b: torch.Tensor, fix_cap: int | None = None) -> F16Route:
     """The route of a call with operands a ([S_a, K]: A's batches' rows) and b ([S_b, K]: B^T's), as the
     kernel's passes decide it; fix_cap: the fix-up's rows (f16_fix_cap of A's rows when None; 0 where the
-    residual shares memory with the output, and in a batched call)."""
+    residual shares memory with the output)."""
     if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())) or bool(f16_failing_rows(b).any()):
         return F16Route(False)
     failing = torch.nonzero(f16_failing_rows(a)).flatten().tolist()
