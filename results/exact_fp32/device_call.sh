@@ -22,7 +22,7 @@ build_exact() {
 
 # The exact family's GPU tests, until N seconds after the start (exact_tests N).
 exact_tests() {
-  timeout $(left $1) python -m pytest -q -p no:cacheprovider -m gpu tests/test_exact_fp32.py tests/test_gpu.py \
+  timeout $(left $1) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py tests/test_gpu.py \
     -k "not bit_rounding and (exact or presplit or fp16 or fix_up or lifts or sgemm)" > $W/pytest.txt 2>&1
   echo "rc $?" >> $W/pytest.txt
   echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
