@@ -789,8 +789,14 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "  if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
                   "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
-                  "if (rows == 1) {\n        fix_chunk<1>(sum, a_chunk, b_chunk, column, lane);",  # one row: one product
-                  "for (int r = 0; r < kRows; ++r) sum[r] = fma(a_chunk[r][kk], y, sum[r]);",
+                  # the products on the fp64 tensor cores, the second row half and column tile only where used
+                  "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
+                  "FixMma{}(sum[0][0], fa[0], fb[0], sum[0][0]);\n          if (two_tiles) FixMma{}(sum[0][1],",
+                  "bool const two_halves = rows > 8, two_tiles = j0 + 8 < g.n;",
+                  # both operands in the same order of K within a step; the warps' sums added in warp order
+                  "for (int h = 0; h < 2; ++h) fa[h][0] = fix_entry(x[u][h], s);",
+                  "for (int c = 0; c < 2; ++c) fb[c][0] = fix_entry(y[u][c], s);",
+                  "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][t % kFixCols];",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
@@ -1244,8 +1250,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     by row, and not the TF32 kernel's bits.
 
     Inputs with a few rows of A the fp16 parts do not hold (an entry 2^-40 of its row's largest, also
-    misaligned; twelve of 8191 rows, two groups of the fix-up, over N = 1533; two rows and six, whose sums the
-    fix-up takes for two rows and for eight; three over K = 200, short of one chunk; a row whose entries its
+    misaligned; twenty of 8191 rows, two groups of the fix-up, over N = 1533; two rows and six, in one half of
+    the fix-up's rows; three over K = 200, where most of its warps find no step; a row whose entries its
     2^60 scales to zero in fp32): the fix-up recomputes those rows, each entry within fp32's rounding of the
     float64 product, and the rest is the fp16 GEMM's (not the TF32
     kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
@@ -1260,9 +1266,10 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     g = torch.Generator(device="cuda").manual_seed(11)
     flagged = ("outlier", "tiny_rows", "inf", "misaligned_tiny_rows")
     fixed = {"underflow": [3], "lone_rows": [1, 700, 2047], "misaligned_lone_rows": [0, 5, 6, 1999],
-             "many_steps_lone_rows": [*range(9), 4000, 8100, 8190],  # two groups of the fix-up, N = 1533
-             "two_lone_rows": [40, 41], "six_lone_rows": [0, 100, 200, 300, 400, 2046],  # sums for 2 and 8 rows
-             "short_k_lone_rows": [7, 8, 1000]}  # K = 200: one chunk of the fix-up, most of it past K
+             # two groups of the fix-up (16 rows and 4), N = 1533
+             "many_steps_lone_rows": [*range(9), 1000, 2000, 3000, 4000, 5000, 6000, 7000, 7500, 8000, 8100, 8190],
+             "two_lone_rows": [40, 41], "six_lone_rows": [0, 100, 200, 300, 400, 2046],  # one row half of the mma
+             "short_k_lone_rows": [7, 8, 1000]}  # K = 200: most of the fix-up's warps past K
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
                    "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",
