@@ -791,12 +791,12 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
                   # the products on the fp64 tensor cores, the second row half and column tile only where used
                   "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
-                  "FixMma{}(sum[0][0], fa[0], fb[0], sum[0][0]);\n          if (two_tiles) FixMma{}(sum[0][1],",
-                  "bool const two_halves = rows > 8, two_tiles = j0 + 8 < g.n;",
+                  "if (h < halves && c < tiles) FixMma{}(sum[h][c], fa[h], fb[c], sum[h][c]);",
+                  "int const halves = (rows + 7) / 8, tiles = static_cast<int>(min<int64_t>(kFixTiles, (g.n - j0 + 7) / 8));",
                   # both operands in the same order of K within a step; the warps' sums added in warp order
-                  "for (int h = 0; h < 2; ++h) fa[h][0] = fix_entry(x[u][h], s);",
-                  "for (int c = 0; c < 2; ++c) fb[c][0] = fix_entry(y[u][c], s);",
-                  "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][t % kFixCols];",
+                  "for (int h = 0; h < kFixHalves; ++h) fa[h][0] = fix_entry(x[u][h], s);",
+                  "for (int c = 0; c < kFixTiles; ++c) fb[c][0] = fix_entry(y[u][c], s);",
+                  "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][e % kFixCols];",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
