@@ -27,3 +27,33 @@ exact_tests() {
   echo "rc $?" >> $W/pytest.txt
   echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
 }
+
+# The GPU tests that reach the fix-up, until N seconds after the start (fix_up_tests N).
+fix_up_tests() {
+  timeout $(left $1) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py \
+    -k "fix_up or fp16_parts_serve or (verification_protocol and f16)" > $W/pytest.txt 2>&1
+  echo "rc $?" >> $W/pytest.txt
+  echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
+}
+
+# The fix-up's cases, this tree against rendered baselines (scripts/gpu_ab.py --render), each call's kernels
+# profiled, until N seconds after the start (fix_up_ab N NAME=DIR ...).
+fix_up_ab() {
+  local until=$1 baselines=(); shift
+  for b in "$@"; do baselines+=(--baseline "$b"); done
+  timeout $(left $until) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 "${baselines[@]}" \
+    --cases f16_uniform_2048,lone_row_2048,lone_row_4096,capped_rows_4096 --seeds 1 --rounds 5 --profile 3 \
+    > $W/ab.txt 2>&1
+  echo "rc $?" >> $W/ab.txt
+  echo "ab $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
+}
+
+# compute-sanitizer's TOOL over SCRIPT (under results/exact_fp32/) for at most M seconds, and not past N seconds
+# after the start (sanitize TOOL SCRIPT N M): $W/TOOL_SCRIPT.txt.
+sanitize() {
+  local L=$(left $3) log=$W/${1}_$(basename $2 .py).txt
+  [ $L -gt $4 ] && L=$4
+  [ $L -lt 5 ] && return
+  timeout $L compute-sanitizer --tool $1 --error-exitcode 99 --print-limit 20 python results/exact_fp32/$2 > $log 2>&1
+  echo "rc $?" >> $log
+}

@@ -8,22 +8,12 @@
 # Then: the builds; the GPU tests that reach the fix-up; the A/B with each call's kernels profiled; racecheck
 # over the single-batch fix-up and memcheck over the batched one. Packed into $OUT/mma.tgz.
 #   run: bash results/exact_fp32/h200_2026-11-29_fix_mma/call.sh   (carry .whl and .ab)
+# (The steps below ran as written out in full; they have since moved into ../device_call.sh as fix_up_tests,
+# fix_up_ab and sanitize: the same commands.)
 source results/exact_fp32/device_call.sh mma
 build_exact
-timeout $(left 280) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py \
-  -k "fix_up or fp16_parts_serve or (verification_protocol and f16)" > $W/pytest.txt 2>&1
-echo "rc $?" >> $W/pytest.txt
-echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
-timeout $(left 420) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline main=.ab/main \
-  --baseline u1=.ab/u1 --cases f16_uniform_2048,lone_row_2048,lone_row_4096,capped_rows_4096 --seeds 1 --rounds 5 \
-  --profile 3 > $W/ab.txt 2>&1; echo "rc $?" >> $W/ab.txt
-echo "ab $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
-for run in racecheck:h200_2026-11-29_fix_rows/sanitize_fix.py memcheck:h200_2026-11-29_batched_fix/sanitize_batched.py; do
-  tool=${run%%:*}; script=${run#*:}
-  L=$(left 530); [ $L -gt 100 ] && L=100; [ $L -lt 5 ] && break
-  log=$W/${tool}_$(basename $script .py).txt
-  timeout $L compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 python results/exact_fp32/$script \
-    > $log 2>&1
-  echo "rc $?" >> $log
-done
+fix_up_tests 280
+fix_up_ab 420 main=.ab/main u1=.ab/u1
+sanitize racecheck h200_2026-11-29_fix_rows/sanitize_fix.py 530 100
+sanitize memcheck h200_2026-11-29_batched_fix/sanitize_batched.py 530 100
 echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt

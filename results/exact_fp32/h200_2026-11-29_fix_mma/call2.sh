@@ -4,18 +4,11 @@
 # fix-up (.ab/main, 41a5925). The builds; the GPU tests that reach the fix-up; the A/B with each call's kernels
 # profiled; racecheck over the single-batch fix-up. Packed into $OUT/mma2.tgz.
 #   run: bash results/exact_fp32/h200_2026-11-29_fix_mma/call2.sh   (carry .whl and .ab)
+# (The steps below ran as written out in full; they have since moved into ../device_call.sh as fix_up_tests,
+# fix_up_ab and sanitize: the same commands.)
 source results/exact_fp32/device_call.sh mma2
 build_exact
-timeout $(left 200) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py \
-  -k "fix_up or fp16_parts_serve or (verification_protocol and f16)" > $W/pytest.txt 2>&1
-echo "rc $?" >> $W/pytest.txt
-echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
-timeout $(left 340) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline main=.ab/main \
-  --baseline c8=.ab/c8 --cases f16_uniform_2048,lone_row_2048,lone_row_4096,capped_rows_4096 --seeds 1 --rounds 5 \
-  --profile 3 > $W/ab.txt 2>&1; echo "rc $?" >> $W/ab.txt
-echo "ab $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
-L=$(left 430); [ $L -gt 90 ] && L=90
-[ $L -gt 5 ] && { timeout $L compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 \
-  python results/exact_fp32/h200_2026-11-29_fix_rows/sanitize_fix.py > $W/racecheck_sanitize_fix.txt 2>&1
-  echo "rc $?" >> $W/racecheck_sanitize_fix.txt; }
+fix_up_tests 200
+fix_up_ab 340 main=.ab/main c8=.ab/c8
+sanitize racecheck h200_2026-11-29_fix_rows/sanitize_fix.py 430 90
 echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
