@@ -797,6 +797,12 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "for (int h = 0; h < kFixHalves; ++h) fa[h][0] = fix_entry(x[u][h], s);",
                   "for (int c = 0; c < kFixTiles; ++c) fb[c][0] = fix_entry(y[u][c], s);",
                   "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][e % kFixCols];",
+                  # the same entries of K for both operands, and the block's lists kept until every thread is done
+                  "int64_t const k = k0 + u * kFixStep + lane % 4 * 4;",
+                  "x[u][h] = fix_load(row_of[h], a.stride_k, k, a.k, a_along_k);",
+                  "y[u][c] = fix_load(column_of[c], b.stride_k, k, a.k, b_along_k);",
+                  "    }\n    __syncthreads();  // a_rows, out_batch and out_row are rewritten next\n  }\n}",
+                  "#include \"cutlass/arch/mma_sm80.h\"",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
@@ -1251,7 +1257,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
 
     Inputs with a few rows of A the fp16 parts do not hold (an entry 2^-40 of its row's largest, also
     misaligned; twenty of 8191 rows, two groups of the fix-up, over N = 1533; two rows and six, in one half of
-    the fix-up's rows; three over K = 200, where most of its warps find no step; a row whose entries its
+    the fix-up's rows; three over K = 200, a step for each of its warps but the last; twelve over 8191 x 1528
+    x 4099, where the last column block holds one tile and K rules out 16-byte loads; a row whose entries its
     2^60 scales to zero in fp32): the fix-up recomputes those rows, each entry within fp32's rounding of the
     float64 product, and the rest is the fp16 GEMM's (not the TF32
     kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
@@ -1269,12 +1276,15 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
              # two groups of the fix-up (16 rows and 4), N = 1533
              "many_steps_lone_rows": [*range(9), 1000, 2000, 3000, 4000, 5000, 6000, 7000, 7500, 8000, 8100, 8190],
              "two_lone_rows": [40, 41], "six_lone_rows": [0, 100, 200, 300, 400, 2046],  # one row half of the mma
-             "short_k_lone_rows": [7, 8, 1000]}  # K = 200: most of the fix-up's warps past K
+             "short_k_lone_rows": [7, 8, 1000],  # K = 200: one step a warp, the last mostly past K, one warp idle
+             # 12 rows (a group whose second half holds 4), N = 1528 (a last block of one column tile), K = 4099
+             # (no 16-byte loads, the last four entries of K cut short)
+             "odd_lone_rows": [0, 1, 2, 3, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8190]}
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
                    "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",
-                   "many_steps_lone_rows", "two_lone_rows", "six_lone_rows", "short_k_lone_rows"):
-        m, n, k = (8192, 1536, 4100) if inputs.startswith("many_steps") else PRESPLIT_LIFT_SHAPE
+                   "many_steps_lone_rows", "two_lone_rows", "six_lone_rows", "short_k_lone_rows", "odd_lone_rows"):
+        m, n, k = (8192, 1536, 4100) if inputs.startswith(("many_steps", "odd")) else PRESPLIT_LIFT_SHAPE
         k = 200 if inputs.startswith("short_k") else k
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(k, n, generator=g, device="cuda") * 2 - 1
@@ -1301,6 +1311,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
             a, b = a[:, :k - 1], b[:k - 1]
         if inputs in ("rows_tail", "many_steps", "many_steps_lone_rows"):  # views: the strides stay 16-byte multiples
             a, b = a[:m - 1], b[:, :n - 3]
+        if inputs == "odd_lone_rows":
+            a, b = a[:m - 1, :k - 1], b[:k - 1, :1528]
         if inputs.startswith("misaligned"):
             a, b = _misaligned(a), _misaligned(b)
         ref = a.double() @ b.double()
