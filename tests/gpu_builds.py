@@ -46,10 +46,11 @@ RAW_BIG_INF_SHAPE = (256, 200, 65536)
 BATCHED_PRESPLIT_SHAPE = (8, 1024, 2048, 1028)  # batch, m, n, k: batched, over the presplit's bound, K off the tile
 
 
-def batched_presplit_spec() -> GemmSpec:
-    """fact's pick for a batched product it splits before the mainloop (on fp16 parts), operands M-major."""
+def batched_presplit_spec(layouts: tuple[Layout, Layout] = (COL, ROW)) -> GemmSpec:
+    """fact's pick for a batched product it splits before the mainloop (on fp16 parts), operands M-major unless
+    `layouts` says otherwise."""
     batch, m, n, k = BATCHED_PRESPLIT_SHAPE
-    return exact_pick(m, n, k, batch=batch, layouts=(COL, ROW), pattern="bmm")
+    return exact_pick(m, n, k, batch=batch, layouts=layouts, pattern="bmm")
 
 
 def persistent_lift_spec() -> GemmSpec:
@@ -94,7 +95,9 @@ def exact_specs() -> list[GemmSpec]:
     return [*(exact_pick(*shape) for shape in EXACT_ERROR_SHAPES),
             *(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts) for layouts in ((ROW, COL), (COL, ROW))),
             *(tf32_twin(exact_pick(*PRESPLIT_LIFT_SHAPE, layouts=layouts)) for layouts in ((ROW, COL), (COL, ROW))),
-            batched_presplit_spec(), tf32_twin(batched_presplit_spec()), f16_chain_spec(),
+            *(s for layouts in ((COL, ROW), (ROW, COL)) for s in (batched_presplit_spec(layouts),
+                                                                 tf32_twin(batched_presplit_spec(layouts)))),
+            f16_chain_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
 
 

@@ -1366,17 +1366,19 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
 
 
 @_on_sm90_gpu
-def test_the_fix_up_serves_batched_calls(gpu_build_cache: Any) -> None:
-    """On the GPU: fact's batched pick on fp16 parts (8 x 1024 x 2048 x 1028, both operands M-major) with rows of
-    A the fp16 parts do not hold (an entry 2^-40 of its row's largest): in three batches of a batched A with a
-    batched B (the fix-up takes the rows one at a time), in two batches of a batched A with a B shared by the
-    batch (rows of several batches in one group), and in an A shared by the batch (its rows fixed in every
-    batch). The output within SGEMM's error, each fixed entry within fp32's rounding of the float64 product,
-    and the fp16 GEMM's output elsewhere, not the TF32 kernel's bits."""
+@pytest.mark.parametrize("layouts", [(COL, ROW), (ROW, COL)], ids=["m_major", "k_major"])
+def test_the_fix_up_serves_batched_calls(layouts: tuple[Layout, Layout], gpu_build_cache: Any) -> None:
+    """On the GPU: fact's batched pick on fp16 parts (8 x 1024 x 2048 x 1028, both operands M-major, then both
+    K-major, where the fix-up reads 16 bytes a load) with rows of A the fp16 parts do not hold (an entry 2^-40 of
+    its row's largest): in three batches of a batched A with a batched B (the fix-up takes the rows one at a
+    time), in two batches of a batched A with a B shared by the batch (rows of several batches in one group),
+    and in an A shared by the batch (its rows fixed in every batch). The output within SGEMM's error, each
+    fixed entry within fp32's rounding of the float64 product, and the fp16 GEMM's output elsewhere, not the
+    TF32 kernel's bits."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    spec = batched_presplit_spec()
+    spec = batched_presplit_spec(layouts)
     assert spec.tiles.f16_parts and spec.mode is Mode.BATCHED
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     batch, m, n, k = BATCHED_PRESPLIT_SHAPE
@@ -1390,8 +1392,11 @@ def test_the_fix_up_serves_batched_calls(gpu_build_cache: Any) -> None:
         b = torch.rand(1 if b_shared else batch, k, n, generator=g, device="cuda") * 2 - 1
         for i, row in lone:
             a[i, row, row % k] = a[i, row].abs().max() * 2.0**-40
-        a = a.transpose(-1, -2).contiguous().transpose(-1, -2).expand(batch, m, k)  # M-major; stride 0 where shared
-        b = b.expand(batch, k, n)
+        if layouts[0] is COL:  # M-major
+            a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if layouts[1] is COL:  # K-major
+            b = b.transpose(-1, -2).contiguous().transpose(-1, -2)
+        a, b = a.expand(batch, m, k), b.expand(batch, k, n)  # stride 0 where shared
         ref = a.double() @ b.double()
         out = f16(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
         twin = tf32(a, b, None, None, torch.full(ref.shape, float("nan"), device="cuda"))
