@@ -788,15 +788,18 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n#endif\n"
                   "  if (__ldcg(gate) != 0) return;\n  int const count = __ldcg(fix);\n  if (count == 0) return;",
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
-                  "fact_launch_dependent(split_pass::fact_fix_rows, grid,",
+                  # 8 columns a block where twice the blocks of 16 are resident at once, else 16
+                  "if (2 * blocks_of_16 <= resident) {",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks_of_8)), block,",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<2>, grid, block, stream, a, b, g, flag, fix);",
                   # the products on the fp64 tensor cores, the second row half and column tile only where used
                   "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
                   "if (h < halves && c < tiles) FixMma{}(sum[h][c], fa[h], fb[c], sum[h][c]);",
-                  "int const halves = (rows + 7) / 8, tiles = static_cast<int>(min<int64_t>(kFixTiles, (g.n - j0 + 7) / 8));",
+                  "int const halves = (rows + 7) / 8, tiles = static_cast<int>(min<int64_t>(kTiles, (g.n - j0 + 7) / 8));",
                   # both operands in the same order of K within a step; the warps' sums added in warp order
                   "for (int h = 0; h < kFixHalves; ++h) fa[h][0] = fix_entry(x[u][h], s);",
-                  "for (int c = 0; c < kFixTiles; ++c) fb[c][0] = fix_entry(y[u][c], s);",
-                  "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][e % kFixCols];",
+                  "for (int c = 0; c < kTiles; ++c) fb[c][0] = fix_entry(y[u][c], s);",
+                  "for (int w = 0; w < kFixWarps; ++w) total += part[w][r][e % kCols];",
                   # the same entries of K for both operands, and the block's lists kept until every thread is done
                   "int64_t const k = k0 + u * kFixStep + lane % 4 * 4;",
                   "x[u][h] = fix_load(row_of[h], a.stride_k, k, a.k, a_along_k);",
