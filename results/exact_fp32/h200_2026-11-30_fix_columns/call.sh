@@ -7,7 +7,7 @@
 #     --kernels presplit_f16_p64)
 #   mkdir -p .ab/maintree && git archive main | tar -x -C .ab/maintree && rm -rf .ab/maintree/results
 # Merge only where the tests pass and 2048^3 with one row gains without a loss at 4096^3. Packed into $OUT/cols.tgz.
-#   run: bash results/exact_fp32/next_fix_columns.sh   (carry .whl and .ab)
+#   run: bash results/exact_fp32/h200_2026-11-30_fix_columns/call.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh cols
 (python -m tests.prebuild_gpu $PWD/.fact-cache 8 presplit > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
 (cd .ab/maintree && PYTHONPATH=/tmp/site:$PWD python -m tests.prebuild_gpu $PWD/.fact-cache 8 presplit \
