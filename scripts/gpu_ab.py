@@ -12,8 +12,10 @@ seed: each kernel's error against float64 next to cuBLAS SGEMM's (TF32 off) on t
 its non-finite entries lie where SGEMM's do, and the times of all of them (CUDA events, L2 flushed,
 device synchronised before the end event, the median of --rounds rounds of --reps runs over three fresh
 input sets, the functions timed in turn in an order rotated each round). With --profile N, each kernel's
-call is also profiled N times (torch.profiler, after the timed runs): the GPU time of each of its kernels
-and memsets a call (`kernels_us`), which the call's time above holds along with the gaps between them.
+call is also profiled N times (torch.profiler, after the timed runs, a call at a time): the GPU time of each of
+its kernels and memsets a call (`kernels_us`), which the call's time above holds along with the gaps between
+them; the span from its first kernel's start to its last one's end and the idle time within it (`span_us`,
+`idle_us`); and the first profiled call's timeline (`timeline`: label, start and time of each kernel).
 Writes ab.json (GPU, date, versions, command, rows).
 """
 
@@ -24,6 +26,7 @@ import json
 import os
 import pickle
 import re
+import statistics
 import sys
 import traceback
 from pathlib import Path
@@ -43,6 +46,7 @@ from gpu_exact_fp32 import (
     rel_err,
     sgemm,
 )
+from gpu_profile import idle_us, mean_us, profile_calls, span_us
 from gpu_subnormal_lift import build_and_verify, time_rounds
 
 
@@ -73,25 +77,20 @@ def kernel_label(name: str, gemms: list[str]) -> str:
     return f"gemm{gemms.index(name) + 1}"
 
 
-def profile_call(fn: Any, x: Any, calls: int) -> dict[str, float]:
-    """{kernel label: its GPU time in us a call} over `calls` calls of fn(x), after one unprofiled call."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    fn(x)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn(x)
-        torch.cuda.synchronize()
-    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                    key=lambda e: e.time_range.start)
-    us: dict[str, float] = {}
+def profile_call(fn: Any, x: Any, calls: int) -> dict[str, Any]:
+    """`calls` calls of fn(x), each profiled on its own (gpu_profile): each kernel label's GPU time a call
+    (`kernels_us`), the mean span from a call's first kernel start to its last end and the idle time within
+    it, and the first call's timeline ([label, start us, us] a kernel)."""
+    per_call, _ = profile_calls(fn, x, calls=calls)
     gemms: list[str] = []
-    for event in events:
-        label = kernel_label(event.name, gemms)
-        us[label] = us.get(label, 0.0) + event.time_range.elapsed_us() / calls
-    return us
+
+    def label(name: str) -> str:
+        return kernel_label(name, gemms)
+
+    return {"kernels_us": mean_us(per_call, label),
+            "span_us": statistics.mean(span_us(c) for c in per_call),
+            "idle_us": statistics.mean(idle_us(c) for c in per_call),
+            "timeline": [[label(k.name), round(k.start_us, 2), round(k.us, 2)] for k in per_call[0]]}
 
 
 def main() -> int:
@@ -169,7 +168,7 @@ def main() -> int:
                         row[name] |= {"ms": ms[name], "vs_sgemm": ms["sgemm"] / ms[name]}
                     for name in served if args.profile else ():
                         try:
-                            row[name]["kernels_us"] = profile_call(fns[name], x, args.profile)
+                            row[name] |= profile_call(fns[name], x, args.profile)
                         except Exception as exc:  # the times above stand
                             row[name]["kernels_us"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 out["rows"].append(row)

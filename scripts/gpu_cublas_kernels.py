@@ -18,6 +18,10 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_profile import mean_us, profile_calls
+
 EXACT_SHAPES = [(1, 4096, 4096, 4096), (128, 512, 2048, 1024), (1, 256, 256, 524288), (1, 256, 256, 131072)]
 
 
@@ -30,7 +34,6 @@ def cases() -> list[tuple[str, tuple[int, int, int, int]]]:
 
 def profile_one(precision: str, shape: tuple[int, int, int, int]) -> dict[str, object]:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     b, m, n, k = shape
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -38,14 +41,8 @@ def profile_one(precision: str, shape: tuple[int, int, int, int]) -> dict[str, o
     a = torch.randn((b, m, k) if b > 1 else (m, k), device="cuda", dtype=dtype)
     w = torch.randn((b, n, k) if b > 1 else (n, k), device="cuda", dtype=dtype)
     bt = w.transpose(-1, -2)  # column-major B, as the tuner's targets (A row-major, B column-major)
-    for _ in range(3):
-        torch.matmul(a, bt)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        torch.matmul(a, bt)
-        torch.cuda.synchronize()
-    kernels = [{"name": e.key, "device_us": round(e.device_time_total, 2)}
-               for e in prof.key_averages() if e.device_time_total > 0]
+    calls, _ = profile_calls(torch.matmul, a, bt, warmup=3)
+    kernels = [{"name": name, "device_us": round(us, 2)} for name, us in mean_us(calls).items() if us > 0]
     return {"precision": precision, "shape": list(shape), "kernels": kernels}
 
 

@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_profile import profile_calls
 
 BACK_TO_BACK = 8
 
@@ -83,20 +86,12 @@ def back_to_back(fn: Any, sets: list[list[Any]], warmup: int, reps: int) -> list
 
 def profile(sides: dict[str, Any], sets: list[list[Any]]) -> tuple[str, dict[str, list[list[Any]]]]:
     """torch.profiler's table of one call of each side, and each side's kernels with device microseconds."""
-    import torch
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof_
-
     text, kernels = [], {}
     for side, fn in sides.items():
         fn(*sets[0])
-        torch.cuda.synchronize()
-        with prof_(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
-            fn(*sets[1])
-            torch.cuda.synchronize()
-        text.append(f"== {side}\n{p.key_averages().table(sort_by='self_device_time_total', row_limit=14)}")
-        kernels[side] = [[e.name[:120], round(e.device_time, 2)] for e in p.events()
-                         if e.device_type.name == "CUDA" and e.device_time > 0]
+        calls, table = profile_calls(fn, *sets[1], warmup=0, table_rows=14)
+        text.append(f"== {side}\n{table}")
+        kernels[side] = [[k.name[:120], round(k.us, 2)] for k in calls[0] if k.us > 0]
     return "\n".join(text), kernels
 
 
