@@ -7,7 +7,7 @@ gpu_overhead, gpu_cublas_kernels).
 kernels and memsets in the order they started, their start measured from the call's first. The rest reads
 those lists without a GPU: the mean device time a call of each kernel (by a label of the caller's choice),
 the span from the first start to the last end, and the idle time within it (no kernel running: launch
-gaps, a host wait). Kernels may overlap (a programmatic dependent launch starts a kernel before the one
+gaps, a host wait; the profiler slows the host's launches, so this is an upper bound). Kernels may overlap (a programmatic dependent launch starts a kernel before the one
 before it ends), so the idle time is the span less the union of the kernels' intervals, not less their sum.
 """
 
@@ -29,11 +29,16 @@ class Kernel:
         return self.start_us + self.us
 
 
+MARKER = "spin_kernel"  # torch.cuda._sleep's kernel, launched between a session's warm call and its profiled one
+
+
 def profile_calls(fn: Callable[..., Any], *args: Any, calls: int = 1, warmup: int = 1,
                   table_rows: int = 0) -> tuple[list[list[Kernel]], str]:
-    """`calls` calls of fn(*args), after `warmup` unprofiled ones, each profiled on its own: each call's
-    kernels in start order. With table_rows, also torch.profiler's table (host and device) of the last call,
-    that many rows by device time; else ""."""
+    """`calls` calls of fn(*args), after `warmup` unprofiled ones, each profiled in a session of its own:
+    each call's kernels in start order. A session's first launches wait on the profiler's own start (hundreds
+    of us), so each session runs the call once unread, then a marker kernel, then the call it reads. With
+    table_rows, also torch.profiler's table (host and device) of the last session, that many rows by device
+    time (the unread call included); else ""."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -46,12 +51,23 @@ def profile_calls(fn: Callable[..., Any], *args: Any, calls: int = 1, warmup: in
         with profile(activities=activities) as prof:
             fn(*args)
             torch.cuda.synchronize()
+            torch.cuda._sleep(1000)
+            torch.cuda.synchronize()
+            fn(*args)
+            torch.cuda.synchronize()
         events = [(e.name, e.time_range.start, e.time_range.elapsed_us()) for e in prof.events()
                   if e.device_type == torch.autograd.DeviceType.CUDA]
-        out.append(kernels_of(events))
+        out.append(kernels_of(after_marker(events)))
         if table_rows:
             table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=table_rows)
     return out, table
+
+
+def after_marker(events: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+    """The (name, start, device us) events that start after the last marker kernel (all of them where none
+    ran)."""
+    marks = [start for name, start, _ in events if MARKER in name]
+    return [e for e in events if MARKER not in e[0] and (not marks or e[1] > max(marks))]
 
 
 def kernels_of(events: list[tuple[str, float, float]]) -> list[Kernel]:

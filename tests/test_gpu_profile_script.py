@@ -29,6 +29,14 @@ def test_a_calls_kernels_come_in_start_order_from_its_first_start(gp):
     assert gp.kernels_of([]) == []
 
 
+def test_a_session_reads_only_the_call_after_its_marker(gp):
+    events = [("memset", 100.0, 1.0), ("gemm", 900.0, 50.0), ("at::cuda::spin_kernel(long)", 2000.0, 1.0),
+              ("memset", 3000.0, 1.0), ("gemm", 3005.0, 48.0)]
+    assert gp.after_marker(events) == [("memset", 3000.0, 1.0), ("gemm", 3005.0, 48.0)]
+    assert gp.after_marker(events[:2]) == events[:2]  # no marker: every event
+    assert [k.start_us for k in gp.kernels_of(gp.after_marker(events))] == [0.0, 5.0]
+
+
 def test_each_label_gets_its_time_a_call_in_the_order_first_seen(gp):
     call = gp.kernels_of([("gemm_x", 0.0, 10.0), ("memset", 12.0, 1.0), ("gemm_x", 14.0, 20.0)])
     other = gp.kernels_of([("gemm_x", 0.0, 14.0), ("memset", 15.0, 3.0)])
