@@ -820,16 +820,13 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
     assert "fact_split_operands(SplitOperand a, SplitOperand b,\n" \
            "                                                                                unsigned* amax, int const* gate) {" in text
     assert "g.batch > 1" not in text  # a batched call lists its rows too (this spec is batched)
-    # both GEMMs' host work before any launch; then the fp16 pass, the GEMM on its parts, the fix-up, then the
-    # TF32 pass and GEMM
+    # the fp16 pass runs first, then the GEMM on its parts, the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
-    order = [run.index(call) for call in ("fact_ready_gemm(gemm_f16, args16, gemm16, stream)",
-                                          "fact_ready_gemm(gemm, args, base, stream)", "fact_split_f16(a16",
-                                          "fact_run_gemm(gemm_f16, stream)",
+    order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
                                           "fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
                                           "fact_split(a, b, amax, g.sm_count, stream, flag);",
-                                          "return fact_run_gemm(gemm, stream);")]
-    assert order == sorted(order) and "args.mainloop.gate = flag;" in run
+                                          "fact_launch_gemm<Gemm>(")]
+    assert order == sorted(order)
     assert F16_RANGE == 60 and F16_TOP == 14 and F16_LO_SCALE == 2048  # the kernel's constants, the model's
     assert (F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST) == (256, 8, 64)
     residual = dataclasses.replace(spec, epilogue=(Step("residual"),)).validate()
@@ -861,8 +858,7 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     # of its own (nothing to zero, no atomics); a gated pass splits both again with the balanced shift; it
     # and the GEMM start as the kernel before them ends and wait for its stores in hardware
     run = text[text.index("int fact_gemm_run("):]
-    order = [run.index(step) for step in ("fact_ready_gemm(gemm, args, base, stream)",
-                                          "fact_split(a, b, amax, g.sm_count, stream)", "fact_run_gemm(gemm, stream)")]
+    order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)", "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order) and "cudaMemsetAsync" not in text and "atomicMax" not in text
     assert "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)" in text
     fill = text[text.index("CUTLASS_DEVICE unsigned fill_tile("):text.index("CUTLASS_DEVICE void split_tile(")]
