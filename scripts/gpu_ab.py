@@ -16,7 +16,8 @@ call is also profiled N times (torch.profiler, after the timed runs, a call at a
 its kernels and memsets a call (`kernels_us`), which the call's time above holds along with the gaps between
 them; the span from its first kernel's start to its last one's end and the idle time within it (`span_us`,
 `idle_us`); and the first profiled call's timeline (`timeline`: label, start and time of each kernel).
-Writes ab.json (GPU, date, versions, command, rows).
+Writes ab.json (GPU, date, versions, command, rows) and ends with a Markdown table of the rows (the two kernels
+whose times differ most across versions beside each call's).
 """
 
 from __future__ import annotations
@@ -91,6 +92,39 @@ def profile_call(fn: Any, x: Any, calls: int) -> dict[str, Any]:
             "span_us": statistics.mean(span_us(c) for c in per_call),
             "idle_us": statistics.mean(idle_us(c) for c in per_call),
             "timeline": [[label(k.name), round(k.start_us, 2), round(k.us, 2)] for k in per_call[0]]}
+
+
+def table(rows: list[dict[str, Any]], names: list[str]) -> str:
+    """A Markdown table of the rows: a line a case and seed, each version's time, its speed against SGEMM and,
+    where profiled, the two kernels whose device time a call differs most between versions of one role."""
+    def us(row: dict[str, Any], name: str) -> dict[str, float]:
+        entry = row.get(name)
+        found = entry.get("kernels_us") if isinstance(entry, dict) else None
+        return found if isinstance(found, dict) and "error" not in found else {}
+
+    roles: dict[str, list[str]] = {}
+    for name in names:  # "version:role"
+        roles.setdefault(name.partition(":")[2], []).append(name)
+    spread: dict[str, float] = {}
+    for row in rows:
+        for versions in roles.values():
+            profiles = [us(row, n) for n in versions if us(row, n)]
+            for label in {label for p in profiles for label in p}:
+                times = [p.get(label, 0.0) for p in profiles]
+                spread[label] = max(spread.get(label, 0.0), max(times) - min(times))
+    shown = sorted(spread, key=lambda label: -spread[label])[:2]
+
+    def cell(entry: Any) -> str:
+        if not isinstance(entry, dict) or "ms" not in entry:
+            return "refused" if isinstance(entry, dict) and "error" in entry else "-"
+        us = entry.get("kernels_us", {})
+        kernels = "".join(f", {label} {us[label]:.1f} us" for label in shown if label in us)
+        return f"{entry['ms']:.4f} ms ({entry['vs_sgemm']:.2f}x{kernels})"
+
+    lines = ["| case | seed | SGEMM | " + " | ".join(names) + " |", "|---" * (len(names) + 3) + "|"]
+    lines += [f"| {r['case']} | {r['seed']} | {r['sgemm_ms']:.4f} ms | " + " | ".join(cell(r.get(n)) for n in names) + " |"
+              for r in rows if "sgemm_ms" in r]
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -179,6 +213,7 @@ def main() -> int:
         out["summary"] = {"le_sgemm_everywhere": {n: all(r[n]["le_sgemm"] for r in out["rows"] if "error" not in r[n]) for n in kern},
                           "refused": {n: sum("error" in r[n] for r in out["rows"]) for n in kern},
                           "verified": {n: f"{v['passed']}/{v['cases']}" for n, v in out["verify"].items()}}
+        print(table(out["rows"], list(kern)), flush=True)
     except Exception as exc:  # keep what was measured, and say what stopped the run
         out["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
         print(out["error"], flush=True)

@@ -70,3 +70,19 @@ def test_gpu_ab_labels_facts_kernels_and_numbers_the_gemms(gp):
              "cutlass::device_kernel<Tf32>(...)", "cutlass::device_kernel<F16>(...)", "at::native::copy_kernel"]
     assert [gpu_ab.kernel_label(n, gemms) for n in names] == [
         "fact_f16_split", "memset", "gemm1", "gemm2", "gemm1", "other: at::native::copy_kernel"]
+
+
+def test_gpu_ab_tables_each_version_beside_the_kernels_that_differ_most(gp):
+    import gpu_ab
+
+    def entry(ms, fix, gemm):
+        return {"ms": ms, "vs_sgemm": 0.3 / ms, "kernels_us": {"memset": 1.0, "gemm1": gemm, "fact_fix_rows": fix}}
+
+    rows = [{"case": "lone_row_2048", "seed": 0, "sgemm_ms": 0.3,
+             "new:f16": entry(0.15, 16.8, 75.0), "old:f16": entry(0.16, 20.1, 75.5),
+             "new:tf32": {"error": "RuntimeError: refused"}},
+            {"case": "tiny", "seed": 1, "new:f16": {"err": 1e-7}}]  # not timed: no line
+    text = gpu_ab.table(rows, ["new:f16", "old:f16", "new:tf32"]).splitlines()
+    assert len(text) == 3 and text[0] == "| case | seed | SGEMM | new:f16 | old:f16 | new:tf32 |"
+    assert text[2] == ("| lone_row_2048 | 0 | 0.3000 ms | 0.1500 ms (2.00x, fact_fix_rows 16.8 us, gemm1 75.0 us) "
+                       "| 0.1600 ms (1.88x, fact_fix_rows 20.1 us, gemm1 75.5 us) | refused |")
