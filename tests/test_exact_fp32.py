@@ -783,11 +783,9 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "batches_b * g.n + 2 + kFixMost)))",  # the list's room does not depend on the call's pointers
                   # the fix-up: a kernel of its own behind the fp16 GEMM, idle where the flag is set
                   "__launch_bounds__(kFixThreads, kFixBlocksPerSm) fact_fix_rows(SplitOperand a, SplitOperand b,",
-                  # the flag and the list (written before the GEMM) read at once; a block with nothing to fix
-                  # still waits for the fp16 GEMM's end before it leaves: the TF32 pass, launched plainly behind
-                  # it, then starts after the GEMM too
-                  "  int const count = __ldcg(gate) != 0 ? 0 : __ldcg(fix);\n  if (count == 0) {\n    fix_wait();\n"
-                  "    return;\n  }",
+                  # every block waits for the fp16 GEMM's end before its first read: the TF32 pass, launched
+                  # plainly behind it, then starts after the GEMM too, and the list is read once ordered
+                  "  fix_wait();\n  int const count = __ldcg(gate) != 0 ? 0 : __ldcg(fix);\n  if (count == 0) return;",
                   # one tile of columns loads four steps at once, two tiles two
                   "constexpr int kFixUnroll = kTiles == 1 ? 4 : 2;",
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
@@ -812,11 +810,10 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
-    # the sums may run under the GEMM's end; D is written only after it, by every path
+    # one wait, before anything is read
     fix = text[text.index("fact_fix_rows(SplitOperand a"):text.index("rewritten next\n  }\n}")]
-    assert fix.count("fix_wait();") == 2
-    assert fix.index("FixMma{}(sum[h][c]") < fix.index("fix_wait();  // the sums ran") < fix.index("static_cast<ElementD*>(g.d)[")
-    assert "griddepcontrol.wait" not in fix
+    assert fix.count("fix_wait();") == 1 and "griddepcontrol.wait" not in fix
+    assert fix.index("fix_wait();") < fix.index("__ldcg(gate)") < fix.index("FixMma{}(sum[h][c]")
     assert "fact_split_operands(SplitOperand a, SplitOperand b,\n" \
            "                                                                                unsigned* amax, int const* gate) {" in text
     assert "g.batch > 1" not in text  # a batched call lists its rows too (this spec is batched)
