@@ -15,7 +15,8 @@ input sets, the functions timed in turn in an order rotated each round). With --
 call is also profiled N times (torch.profiler, after the timed runs, a call at a time): the GPU time of each of
 its kernels and memsets a call (`kernels_us`), which the call's time above holds along with the gaps between
 them; the span from its first kernel's start to its last one's end and the idle time within it (`span_us`,
-`idle_us`); and the first profiled call's timeline (`timeline`: label, start and time of each kernel).
+`idle_us`); and the first profiled call's timeline (`timeline`: label, start and time of each kernel). With
+--host, each call's host time (`host_us`, SGEMM's `sgemm_host_us`): calls queued behind a sleeping GPU.
 Writes ab.json (GPU, date, versions, command, rows) and ends with a Markdown table of the rows (the two kernels
 whose times differ most across versions beside each call's).
 """
@@ -47,7 +48,7 @@ from gpu_exact_fp32 import (
     rel_err,
     sgemm,
 )
-from gpu_profile import idle_us, mean_us, profile_calls, span_us
+from gpu_profile import host_us, idle_us, mean_us, profile_calls, span_us
 from gpu_subnormal_lift import build_and_verify, time_rounds
 
 
@@ -119,7 +120,8 @@ def table(rows: list[dict[str, Any]], names: list[str]) -> str:
             return "refused" if isinstance(entry, dict) and "error" in entry else "-"
         us = entry.get("kernels_us", {})
         kernels = "".join(f", {label} {us[label]:.1f} us" for label in shown if label in us)
-        return f"{entry['ms']:.4f} ms ({entry['vs_sgemm']:.2f}x{kernels})"
+        host = f", host {entry['host_us']:.0f} us" if "host_us" in entry else ""
+        return f"{entry['ms']:.4f} ms ({entry['vs_sgemm']:.2f}x{kernels}{host})"
 
     lines = ["| case | seed | SGEMM | " + " | ".join(names) + " |", "|---" * (len(names) + 3) + "|"]
     lines += [f"| {r['case']} | {r['seed']} | {r['sgemm_ms']:.4f} ms | " + " | ".join(cell(r.get(n)) for n in names) + " |"
@@ -140,6 +142,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--no-verify", action="store_true")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile each kernel's call N times a case")
+    ap.add_argument("--host", action="store_true", help="each call's host time too (gpu_profile.host_us)")
     args = ap.parse_args()
     roles = args.kernels.split(",")
     if args.render:
@@ -200,6 +203,12 @@ def main() -> int:
                     row["sgemm_ms"] = ms["sgemm"]
                     for name in served:
                         row[name] |= {"ms": ms[name], "vs_sgemm": ms["sgemm"] / ms[name]}
+                    for name in ["sgemm", *served] if args.host else ():
+                        us = round(host_us(fns[name], [[z] for z in sets]), 1)
+                        if name == "sgemm":
+                            row["sgemm_host_us"] = us
+                        else:
+                            row[name]["host_us"] = us
                     for name in served if args.profile else ():
                         try:
                             row[name] |= profile_call(fns[name], x, args.profile)

@@ -31,32 +31,15 @@ import json
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_profile import profile_calls
+from gpu_profile import host_us, profile_calls
 
 BACK_TO_BACK = 8
-
-
-def host_us(fn: Any, sets: list[list[Any]], calls: int = 40) -> float:
-    """Microseconds of host time per call: calls queued behind a sleeping GPU, so none waits for it."""
-    import torch
-
-    best = float("inf")
-    for _ in range(3):
-        torch.cuda.synchronize()
-        torch.cuda._sleep(200_000_000)  # ~0.1 s at the H100's clock: the queue outlasts the calls
-        t0 = time.perf_counter()
-        for i in range(calls):
-            fn(*sets[i % len(sets)])
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return best
 
 
 def back_to_back(fn: Any, sets: list[list[Any]], warmup: int, reps: int) -> list[float]:

@@ -1,7 +1,7 @@
 """The GPU work of a call, read through torch.profiler: the helper the GPU scripts share (gpu_ab,
 gpu_overhead, gpu_cublas_kernels).
 
-    from gpu_profile import profile_calls, mean_us, span_us, idle_us
+    from gpu_profile import profile_calls, mean_us, span_us, idle_us, host_us
 
 `profile_calls` runs a function under the profiler, one profiling session a call, and gives each call's
 kernels and memsets in the order they started, their start measured from the call's first. The rest reads
@@ -9,6 +9,7 @@ those lists without a GPU: the mean device time a call of each kernel (by a labe
 the span from the first start to the last end, and the idle time within it (no kernel running: launch
 gaps, a host wait; the profiler slows the host's launches, so this is an upper bound). Kernels may overlap (a programmatic dependent launch starts a kernel before the one
 before it ends), so the idle time is the span less the union of the kernels' intervals, not less their sum.
+`host_us` is the other side: what a call costs the host before the GPU can start on it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,25 @@ class Kernel:
     @property
     def end_us(self) -> float:
         return self.start_us + self.us
+
+
+def host_us(fn: Callable[..., Any], sets: list[list[Any]], calls: int = 40) -> float:
+    """Microseconds of host time a call of fn(*set): calls queued behind a sleeping GPU, so that none waits for
+    it (the best of three runs over the sets in turn)."""
+    import time
+
+    import torch
+
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(200_000_000)  # ~0.1 s at the H100's clock: the queue outlasts the calls
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(*sets[i % len(sets)])
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
 
 
 MARKER = "spin_kernel"  # torch.cuda._sleep's kernel, launched between a session's warm call and its profiled one

@@ -60,6 +60,7 @@ def test_the_gpu_scripts_read_their_profiles_through_it(gp):
     for script in ("gpu_ab.py", "gpu_overhead.py", "gpu_cublas_kernels.py"):
         text = (SCRIPTS / script).read_text()
         assert "from gpu_profile import" in text and "from torch.profiler" not in text, script
+        assert "def host_us(" not in text and "perf_counter" not in text, script  # the host's time: gpu_profile's
 
 
 def test_gpu_ab_labels_facts_kernels_and_numbers_the_gemms(gp):
@@ -79,10 +80,10 @@ def test_gpu_ab_tables_each_version_beside_the_kernels_that_differ_most(gp):
         return {"ms": ms, "vs_sgemm": 0.3 / ms, "kernels_us": {"memset": 1.0, "gemm1": gemm, "fact_fix_rows": fix}}
 
     rows = [{"case": "lone_row_2048", "seed": 0, "sgemm_ms": 0.3,
-             "new:f16": entry(0.15, 16.8, 75.0), "old:f16": entry(0.16, 20.1, 75.5),
+             "new:f16": entry(0.15, 16.8, 75.0) | {"host_us": 61.4}, "old:f16": entry(0.16, 20.1, 75.5),
              "new:tf32": {"error": "RuntimeError: refused"}},
             {"case": "tiny", "seed": 1, "new:f16": {"err": 1e-7}}]  # not timed: no line
     text = gpu_ab.table(rows, ["new:f16", "old:f16", "new:tf32"]).splitlines()
     assert len(text) == 3 and text[0] == "| case | seed | SGEMM | new:f16 | old:f16 | new:tf32 |"
-    assert text[2] == ("| lone_row_2048 | 0 | 0.3000 ms | 0.1500 ms (2.00x, fact_fix_rows 16.8 us, gemm1 75.0 us) "
+    assert text[2] == ("| lone_row_2048 | 0 | 0.3000 ms | 0.1500 ms (2.00x, fact_fix_rows 16.8 us, gemm1 75.0 us, host 61 us) "
                        "| 0.1600 ms (1.88x, fact_fix_rows 20.1 us, gemm1 75.5 us) | refused |")
