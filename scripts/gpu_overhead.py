@@ -19,8 +19,9 @@ Each side is timed two ways: one run between two CUDA events (what `fact bench` 
 before the run, the device synchronised before the end event), and eight runs back to back between
 two events (L2 flushed once), where the host's work of one run overlaps the GPU's work of the one
 before. A host time per call comes from calls queued behind a GPU busy sleeping: it is what the host
-spends before the GPU can start. One call of each side also runs under torch.profiler: its kernels
-and their device times land in OUT/profile_<module>.txt.
+spends before the GPU can start. One call of each side also runs under torch.profiler (after one it does
+not read, in the same session: scripts/gpu_profile.py): its kernels and their device times land in the JSON,
+the profiler's table of the session in OUT/profile_<module>.txt.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def back_to_back(fn: Any, sets: list[list[Any]], warmup: int, reps: int) -> list
 
 
 def profile(sides: dict[str, Any], sets: list[list[Any]]) -> tuple[str, dict[str, list[list[Any]]]]:
-    """torch.profiler's table of one call of each side, and each side's kernels with device microseconds."""
+    """torch.profiler's table of a profiled session of each side (gpu_profile.profile_calls: the call it reads
+    and one before it), and each side's kernels in the call read, with device microseconds."""
     text, kernels = [], {}
     for side, fn in sides.items():
         fn(*sets[0])

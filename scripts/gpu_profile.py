@@ -7,8 +7,9 @@ gpu_overhead, gpu_cublas_kernels).
 kernels and memsets in the order they started, their start measured from the call's first. The rest reads
 those lists without a GPU: the mean device time a call of each kernel (by a label of the caller's choice),
 the span from the first start to the last end, and the idle time within it (no kernel running: launch
-gaps, a host wait; the profiler slows the host's launches, so this is an upper bound). Kernels may overlap (a programmatic dependent launch starts a kernel before the one
-before it ends), so the idle time is the span less the union of the kernels' intervals, not less their sum.
+gaps, a host wait; the profiler slows the host's launches, so this is an upper bound). Kernels may overlap
+(a programmatic dependent launch starts a kernel before the one before it ends), so the idle time is the
+span less the union of the kernels' intervals, not less their sum.
 `host_us` is the other side: what a call costs the host before the GPU can start on it.
 """
 
