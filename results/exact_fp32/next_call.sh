@@ -11,3 +11,7 @@ git log -1 --format=%H >> $W/gpu.txt 2>/dev/null
 (python -m tests.prebuild_gpu $PWD/.fact-cache 16 3xtf32 > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt)
 echo "builds $(( $(date +%s) - T0 )) s" | tee $W/times.txt
 exact_tests 560
+# then, with what time is left, the host's time a call beside the kernels' (the lead on small presplit calls:
+# results/exact_fp32/h200_2026-11-30_ready_first/)
+L=$(left 585); [ $L -gt 30 ] && timeout $L python scripts/gpu_ab.py --out $W/host --kernels presplit_f16_p64,tf32_square_2048 \
+  --cases f16_uniform_2048,tiles64_1024x1024x4096_uniform --seeds 1 --rounds 3 --profile 2 --host --no-verify > $W/host.txt 2>&1
