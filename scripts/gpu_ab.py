@@ -98,7 +98,7 @@ def profile_call(fn: Any, x: Any, calls: int) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]], names: list[str]) -> str:
     """A Markdown table of the rows: a line a case and seed, each version's time, its speed against SGEMM and,
     where profiled, the two kernels whose device time a call differs most between versions of one role."""
-    def us(row: dict[str, Any], name: str) -> dict[str, float]:
+    def profile_of(row: dict[str, Any], name: str) -> dict[str, float]:
         entry = row.get(name)
         found = entry.get("kernels_us") if isinstance(entry, dict) else None
         return found if isinstance(found, dict) and "error" not in found else {}
@@ -109,7 +109,7 @@ def table(rows: list[dict[str, Any]], names: list[str]) -> str:
     spread: dict[str, float] = {}
     for row in rows:
         for versions in roles.values():
-            profiles = [us(row, n) for n in versions if us(row, n)]
+            profiles = [p for p in (profile_of(row, n) for n in versions) if p]
             for label in {label for p in profiles for label in p}:
                 times = [p.get(label, 0.0) for p in profiles]
                 spread[label] = max(spread.get(label, 0.0), max(times) - min(times))

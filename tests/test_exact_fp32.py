@@ -790,8 +790,8 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "constexpr int kFixUnroll = kTiles == 1 ? 4 : 2;",
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
                   # 8 columns a block where twice the blocks of 16 are resident at once, else 16
-                  "if (2 * blocks_of_16 <= resident) {",
-                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks_of_8)), block,",
+                  "if (2 * blocks(16) <= resident) {",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks(8))), block, stream,",
                   "return fact_launch_dependent(split_pass::fact_fix_rows<2>, grid, block, stream, a, b, g, flag, fix);",
                   # the products on the fp64 tensor cores, the second row half and column tile only where used
                   "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
