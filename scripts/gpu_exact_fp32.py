@@ -585,11 +585,12 @@ def nonfinite_match(y: Any, s: Any) -> bool:
 
 def f16_route_of(x: dict[str, Any]) -> dict[str, Any]:
     """The route the passes choose for these inputs (f16_route over both operands' rows): the fp16 GEMM, with
-    the number of rows of A the fix-up recomputed, or (f16 False) the TF32 parts behind the flag."""
+    the numbers of rows of A and of B (D's columns) the fix-up recomputed, or (f16 False) the TF32 parts behind
+    the flag."""
     from fact.realize.exact_fp32 import f16_route
 
     route = f16_route(x["a"].reshape(-1, x["a"].shape[-1]), x["w"].reshape(-1, x["w"].shape[-1]))
-    return {"f16": route.f16, "fixed_rows": len(route.fixed)}
+    return {"f16": route.f16, "fixed_rows": len(route.fixed), "fixed_columns": len(route.fixed_b)}
 
 
 def time_ms(fn: Any, sets: list[Any], reps: int, flush: Any) -> float:

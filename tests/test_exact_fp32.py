@@ -319,11 +319,11 @@ def test_the_fp16_route_serves_the_rows_its_pass_lets_through() -> None:
     assert not f16_row_parts_hold(lost)
 
 
-def test_the_fix_up_takes_a_few_rows_of_a_and_the_tf32_parts_the_rest() -> None:
-    """f16_route, the passes' choice: rows of A the fp16 parts do not hold (an entry 2^-40 of its row's
-    largest, a row near 2^-70 or 2^70) go to the fix-up, up to f16_fix_cap of them (1/256 of A's rows, 8 to
-    64); more, or any row of B, an infinity or NaN anywhere, or no list (a residual in place) send the call to
-    the TF32 parts."""
+def test_the_fix_up_takes_a_few_rows_of_a_and_of_b_and_the_tf32_parts_the_rest() -> None:
+    """f16_route, the passes' choice: rows of A or of B the fp16 parts do not hold (an entry 2^-40 of its row's
+    largest, a row near 2^-70 or 2^70) go to the fix-up, up to f16_fix_cap of each (1/256 of its rows, 8 to
+    64); more of either, an infinity or NaN anywhere, or no lists (a residual in place) send the call to the
+    TF32 parts."""
     g = torch.Generator().manual_seed(3)
     a, b = torch.rand(512, 96, generator=g) * 2 - 1, torch.rand(200, 96, generator=g) * 2 - 1
     assert f16_route(a, b) == F16Route(True)
@@ -336,10 +336,18 @@ def test_the_fix_up_takes_a_few_rows_of_a_and_the_tf32_parts_the_rest() -> None:
     many = a.clone()
     many[:9, 0] = 2.0**40  # nine rows past the cap of 8
     assert f16_route(many, b) == F16Route(False) and f16_route(many[:8], b) == F16Route(True, tuple(range(8)))
-    for bad in ("b_row", "inf_a", "nan_b"):
+    b_rows = b.clone()
+    b_rows[7, 2] = 2.0**-40
+    b_rows[150] *= 2.0**70
+    assert f16_route(a, b_rows) == F16Route(True, (), (7, 150))
+    assert f16_route(lone, b_rows) == F16Route(True, (5, 9, 11), (7, 150))
+    assert f16_route(lone, b_rows, fix_cap=0, fix_cap_b=0) == F16Route(False)
+    assert f16_route(a, b_rows, fix_cap_b=1) == F16Route(False)
+    many_b = b.clone()
+    many_b[:9, 0] = 2.0**40  # nine rows of B past its cap of 8
+    assert f16_route(a, many_b) == F16Route(False) and f16_route(a, many_b[:8]) == F16Route(True, (), tuple(range(8)))
+    for bad in ("inf_a", "nan_b"):
         x, y = a.clone(), b.clone()
-        if bad == "b_row":
-            y[7, 2] = 2.0**-40
         if bad == "inf_a":
             x[1, 1] = float("inf")
         if bad == "nan_b":
@@ -777,26 +785,36 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "ss_op_selector<F16, F16, float, Shape<_128, _128, _32>",
                   "FactSplitTf32Mainloop<Tf32Reference, kSplitStages, 4, true>",  # every 128 of K: 4 k-tiles of 32
                   "kF16Range = 60", "kF16Top = 14", "kF16LoScale = 2048.f", "cudaMemsetAsync(pa.row_max, 0,",
-                  # the fix-up: A's list (B has none), its cap, and the chain (a bias) on its rows
+                  # the fix-up: A's list and B's, their caps, and the chain (a bias) on their rows and columns
                   "kF16Marked = 0x80000000u", "flagged |= list_row(parts,", "row_max, unscale_a, w.scale_ld_a, fix, w.fix_cap}",
-                  "std::min<int64_t>(kFixMost, std::max<int64_t>(8, batches_a * g.m / 256))", "kFixMost = 64;",
-                  "batches_b * g.n + 2 + kFixMost)))",  # the list's room does not depend on the call's pointers
+                  "row_max + w.batches_a * g.m, unscale_b, w.scale_ld_b, fix_b, w.fix_cap_b}",
+                  "int* const fix_b = fix + 1 + FactSplitWorkspace::kFixMost;",
+                  "fix_cap(fix_rows(g, batches_a * g.m)),\n        fix_cap_b(fix_rows(g, batches_b * g.n)),",
+                  "std::min<int64_t>(kFixMost, std::max<int64_t>(8, rows / 256))", "kFixMost = 64;",
+                  "batches_b * g.n + 3 + 2 * kFixMost)))",  # the lists' room does not depend on the call's pointers
                   # the fix-up: a kernel of its own behind the fp16 GEMM, idle where the flag is set
                   "__launch_bounds__(kFixThreads, kFixBlocksPerSm) fact_fix_rows(SplitOperand a, SplitOperand b,",
                   # every block waits for the fp16 GEMM's end before its first read: the TF32 pass, launched
-                  # plainly behind it, then starts after the GEMM too, and the list is read once ordered
-                  "  fix_wait();\n  int const count = __ldcg(gate) != 0 ? 0 : __ldcg(fix);\n  if (count == 0) return;",
+                  # plainly behind it, then starts after the GEMM too, and the lists are read once ordered
+                  "  fix_wait();\n  if (__ldcg(gate) != 0) return;\n  int const count_a = __ldcg(fix_a), count_b = __ldcg(fix_b);\n"
+                  "  if (count_a == 0 && count_b == 0) return;",
+                  # A's items, then B's with the operands' roles swapped, writing D's columns but A's listed rows
+                  "fix_item<kTiles, false>(a, b, g, fix_a, count_a, nullptr, item, shared);",
+                  "fix_item<kTiles, true>(b, a, g, fix_b, count_b, marks_a, item - items_a, shared);",
+                  "int64_t const l = out_batch[r], i = kListsB ? column : out_row[r], j = kListsB ? out_row[r] : column;",
+                  "if (kListsB && (__ldcg(skip + (b.batches == 1 ? 0 : l) * b.rows + i) & kF16Marked)) continue;",
                   # one tile of columns loads four steps at once, two tiles two
                   "constexpr int kFixUnroll = kTiles == 1 ? 4 : 2;",
-                  "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
+                  "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, fix_b, w.fix_cap_b, row_max, stream);",
+                  "int64_t const blocks_of_16 = blocks(a, b, cap_a, 16) + blocks(b, a, cap_b, 16);",
                   # 8 columns a block where twice the blocks of 16 are resident at once, else 16
-                  "if (2 * blocks(16) <= resident) {",
-                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks(8))), block, stream,",
-                  "return fact_launch_dependent(split_pass::fact_fix_rows<2>, grid, block, stream, a, b, g, flag, fix);",
+                  "if (2 * blocks_of_16 <= resident) {",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks_of_8)), block,",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<2>, grid, block, stream, a, b, g, flag, fix_a, fix_b, marks_a);",
                   # the products on the fp64 tensor cores, the second row half and column tile only where used
                   "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
                   "if (h < halves && c < tiles) FixMma{}(sum[h][c], fa[h], fb[c], sum[h][c]);",
-                  "int const halves = (rows + 7) / 8, tiles = static_cast<int>(min<int64_t>(kTiles, (g.n - j0 + 7) / 8));",
+                  "int const halves = (rows + 7) / 8, tiles = static_cast<int>(min<int64_t>(kTiles, (b.rows - j0 + 7) / 8));",
                   # both operands in the same order of K within a step; the warps' sums added in warp order
                   "for (int h = 0; h < kFixHalves; ++h) fa[h][0] = fix_entry(x[u][h], s);",
                   "for (int c = 0; c < kTiles; ++c) fb[c][0] = fix_entry(y[u][c], s);",
@@ -805,22 +823,24 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   "int64_t const k = k0 + u * kFixStep + lane % 4 * 4;",
                   "x[u][h] = fix_load(row_of[h], a.stride_k, k, a.k, a_along_k);",
                   "y[u][c] = fix_load(column_of[c], b.stride_k, k, a.k, b_along_k);",
-                  "    }\n    __syncthreads();  // a_rows, out_batch and out_row are rewritten next\n  }\n}",
+                  "  }\n  __syncthreads();  // the block's lists and sums are rewritten by its next item\n}",
                   "#include \"cutlass/arch/mma_sm80.h\"",
                   "v = static_cast<float>(static_cast<ElementD>(v + static_cast<float>(static_cast<ElementC const*>(g.bias)[j])));"):
         assert piece in text, piece
     assert "if (c.first < d.second && d.first < c.second) return 0;" not in text  # no residual to guard
-    # one wait, before anything is read
-    fix = text[text.index("fact_fix_rows(SplitOperand a"):text.index("rewritten next\n  }\n}")]
-    assert fix.count("fix_wait();") == 1 and "griddepcontrol.wait" not in fix
-    assert fix.index("fix_wait();") < fix.index("__ldcg(gate)") < fix.index("FixMma{}(sum[h][c]")
+    # one wait, before anything is read; the items wait for nothing else
+    items = text[text.index("struct FixShared {"):text.index("fact_fix_rows(SplitOperand a")]
+    kernel = text[text.index("fact_fix_rows(SplitOperand a"):text.index("item - items_a, shared);\n    }\n  }\n}")]
+    assert "FixMma{}(sum[h][c]" in items and "fix_wait" not in items and "griddepcontrol" not in items
+    assert kernel.count("fix_wait();") == 1 and "griddepcontrol" not in kernel
+    assert kernel.index("fix_wait();") < kernel.index("__ldcg(gate)") < kernel.index("fix_item<kTiles, false>")
     assert "fact_split_operands(SplitOperand a, SplitOperand b,\n" \
            "                                                                                unsigned* amax, int const* gate) {" in text
     assert "g.batch > 1" not in text  # a batched call lists its rows too (this spec is batched)
     # the fp16 pass runs first, then the GEMM on its parts, the fix-up, then the TF32 pass and GEMM
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(call) for call in ("fact_split_f16(a16", "fact_launch_gemm<F16Gemm>(",
-                                          "fact_fix(a, b, g, flag, fix, w.fix_cap, stream);",
+                                          "fact_fix(a, b, g, flag, fix, w.fix_cap, fix_b, w.fix_cap_b, row_max, stream);",
                                           "fact_split(a, b, amax, g.sm_count, stream, flag);",
                                           "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order)
@@ -1268,8 +1288,9 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     the fix-up's rows; three over K = 200, a step for each of its warps but the last; twelve over 8191 x 1528
     x 4099, where the last column block holds one tile and K rules out 16-byte loads; a row whose entries its
     2^60 scales to zero in fp32): the fix-up recomputes those rows, each entry within fp32's rounding of the
-    float64 product, and the rest is the fp16 GEMM's (not the TF32
-    kernel's bits). Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
+    float64 product, and the rest is the fp16 GEMM's (not the TF32 kernel's bits). Likewise a few columns of B
+    (rows of B^T: five of 1536; three crossing three rows of A, so that entries lie in both; twelve over 8191
+    x 1528 x 4099): the fix-up recomputes D's columns. Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
     1e-20, past the fix-up's 8, also misaligned; an infinity): bit for bit the TF32 kernel's output, also after
     a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
     from fact.realize import build
@@ -1287,11 +1308,17 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
              "short_k_lone_rows": [7, 8, 1000],  # K = 200: one step a warp, the last mostly past K, one warp idle
              # 12 rows (a group whose second half holds 4), N = 1528 (a last block of one column tile), K = 4099
              # (no 16-byte loads, the last four entries of K cut short)
-             "odd_lone_rows": [0, 1, 2, 3, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8190]}
+             "odd_lone_rows": [0, 1, 2, 3, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8190],
+             "lone_rows_and_columns": [1, 700, 2046]}
+    # columns of B (rows of B^T) the parts do not hold: five of 1536; three crossing three rows of A; twelve over
+    # 8191 x 1528 x 4099
+    fixed_columns = {"lone_columns": [0, 7, 8, 900, 1532], "lone_rows_and_columns": [1, 700, 1000],
+                     "odd_lone_columns": [0, 1, 2, 3, 100, 200, 400, 800, 1000, 1200, 1500, 1527]}
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
                    "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",
-                   "many_steps_lone_rows", "two_lone_rows", "six_lone_rows", "short_k_lone_rows", "odd_lone_rows"):
+                   "many_steps_lone_rows", "two_lone_rows", "six_lone_rows", "short_k_lone_rows", "odd_lone_rows",
+                   "lone_columns", "lone_rows_and_columns", "odd_lone_columns"):
         m, n, k = (8192, 1536, 4100) if inputs.startswith(("many_steps", "odd")) else PRESPLIT_LIFT_SHAPE
         k = 200 if inputs.startswith("short_k") else k
         a = torch.rand(m, k, generator=g, device="cuda") * 2 - 1
@@ -1310,16 +1337,17 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
         if inputs == "underflow":  # 2^-110 times 2^(14 - 60) is below fp32's smallest subnormal
             a[3] *= 2.0**-110
             a[3, 100], b[100, :] = 2.0**60, 0.0
-        if inputs.endswith("lone_rows"):
-            for row in fixed[inputs]:
-                a[row, row % k] = a[row].abs().max() * 2.0**-40
+        for row in fixed.get(inputs, []) if "lone_rows" in inputs else ():
+            a[row, row % k] = a[row].abs().max() * 2.0**-40
+        for column in fixed_columns.get(inputs, []):
+            b[column % k, column] = b[:, column].abs().max() * 2.0**-40
         a = a if layouts[0] is ROW else a.T.contiguous().T
         b = b if layouts[1] is ROW else b.T.contiguous().T
         if inputs == "k_tail":
             a, b = a[:, :k - 1], b[:k - 1]
         if inputs in ("rows_tail", "many_steps", "many_steps_lone_rows"):  # views: the strides stay 16-byte multiples
             a, b = a[:m - 1], b[:, :n - 3]
-        if inputs == "odd_lone_rows":
+        if inputs in ("odd_lone_rows", "odd_lone_columns"):
             a, b = a[:m - 1, :k - 1], b[:k - 1, :1528]
         if inputs.startswith("misaligned"):
             a, b = _misaligned(a), _misaligned(b)
@@ -1332,18 +1360,23 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
             _rows_like_sgemm(out, sgemm, ref, inputs)
         same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
         assert same_bits == (inputs in flagged), inputs
+        sums = a.double().abs() @ b.double().abs()  # the fp64 sums' error is far below 2^-40 of these
         if inputs in fixed:
             rows = fixed[inputs]
-            sums = a[rows].double().abs() @ b.double().abs()  # the fp64 sums' error is far below 2^-40 of these
-            assert bool(((out[rows].double() - ref[rows]).abs() <= 2.0**-24 * ref[rows].abs() + 2.0**-40 * sums).all())
+            assert bool(((out[rows].double() - ref[rows]).abs() <= 2.0**-24 * ref[rows].abs() + 2.0**-40 * sums[rows]).all())
+        if inputs in fixed_columns:
+            cols = fixed_columns[inputs]
+            got, want = out[:, cols].double(), ref[:, cols]
+            assert bool(((got - want).abs() <= 2.0**-24 * want.abs() + 2.0**-40 * sums[:, cols]).all()), inputs
 
 
 @_on_sm90_gpu
 def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_place(gpu_build_cache: Any) -> None:
     """On the GPU: fact's pick on fp16 parts with a bias, GELU and a residual (2048 x 1536 x 1028), three rows of A
-    with an entry 2^40 (where B's row is zero), whose parts the outlier's scale leaves a few bits: the fix-up
-    recomputes them through the same chain, within SGEMM's error (the same chain in torch on SGEMM's product,
-    against float64) over those rows and over the output.
+    and three columns of B with an entry 2^40 (where the other operand's entries of that K are zero), whose parts
+    the outlier's scale leaves a few bits: the fix-up recomputes them through the same chain (the bias by D's
+    column in both), within SGEMM's error (the same chain in torch on SGEMM's product, against float64) over
+    those rows, those columns and the output.
     With the residual in place (it is the output), the fix-up would read rows the fp16 GEMM has overwritten:
     the pass lists none and the call takes the TF32 parts, within SGEMM's error too."""
     from fact.realize import build
@@ -1358,8 +1391,9 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
     b = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T  # column-major, as the pick reads it
     bias = torch.rand(n, generator=g, device="cuda") - 0.5
     residual = torch.rand(m, n, generator=g, device="cuda") - 0.5
-    rows = [2, 1000, 2046]
+    rows, columns = [2, 1000, 2046], [3, 1000, 1535]
     a[rows, 7], b[7, :] = 2.0**40, 0.0  # rows the fp16 parts err on badly (their scale is the outlier's)
+    b[9, columns], a[:, 9] = 2.0**40, 0.0  # and columns
 
     def chain(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.gelu(x + bias.to(x.dtype)) + residual.to(x.dtype)
@@ -1368,6 +1402,7 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
     out = kernel(a, b, bias, residual, torch.full((m, n), float("nan"), device="cuda"))
     _like_sgemm(out, sgemm, ref, "fixed")
     _like_sgemm(out[rows], sgemm[rows], ref[rows], "the fixed rows")
+    _like_sgemm(out[:, columns], sgemm[:, columns], ref[:, columns], "the fixed columns")
     in_place = residual.clone()
     kernel(a, b, bias, in_place, in_place)
     _like_sgemm(in_place, sgemm, ref, "in place")
@@ -1378,9 +1413,10 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
 def test_the_fix_up_serves_batched_calls(layouts: tuple[Layout, Layout], gpu_build_cache: Any) -> None:
     """On the GPU: fact's batched pick on fp16 parts (8 x 1024 x 2048 x 1028, both operands M-major, then both
     K-major, where the fix-up reads 16 bytes a load) with rows of A the fp16 parts do not hold (an entry 2^-40 of
-    its row's largest): in three batches of a batched A with a batched B (the fix-up takes the rows one at a
-    time), in two batches of a batched A with a B shared by the batch (rows of several batches in one group),
-    and in an A shared by the batch (its rows fixed in every batch). The output within SGEMM's error, each
+    its row's largest), and columns of B likewise: in three batches of a batched A with a batched B (the fix-up
+    takes the rows one at a time), in two batches of a batched A with a B shared by the batch (rows of several
+    batches in one group; B's columns fixed in every batch), and in an A shared by the batch (its rows fixed in
+    every batch); a column crossing a row in each. The output within SGEMM's error, each
     fixed entry within fp32's rounding of the float64 product, and the fp16 GEMM's output elsewhere, not the
     TF32 kernel's bits."""
     from fact.realize import build
@@ -1391,15 +1427,17 @@ def test_the_fix_up_serves_batched_calls(layouts: tuple[Layout, Layout], gpu_bui
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     batch, m, n, k = BATCHED_PRESPLIT_SHAPE
     g = torch.Generator(device="cuda").manual_seed(13)
-    # inputs: (A shared by the batch, B shared by the batch, the lone rows as (batch, row))
-    cases = {"both_batched": (False, False, [(0, 5), (3, 1023), (7, 500)]),
-             "b_shared": (False, True, [(1, 0), (1, 1), (6, 77)]),
-             "a_shared": (True, False, [(0, 9), (0, 600)])}
-    for name, (a_shared, b_shared, lone) in cases.items():
+    # inputs: (A shared by the batch, B shared by the batch, the lone rows of A and columns of B as (batch, index))
+    cases = {"both_batched": (False, False, [(0, 5), (3, 1023), (7, 500)], [(3, 5), (6, 2047)]),
+             "b_shared": (False, True, [(1, 0), (1, 1), (6, 77)], [(0, 1), (0, 1500)]),
+             "a_shared": (True, False, [(0, 9), (0, 600)], [(4, 600)])}
+    for name, (a_shared, b_shared, lone, lone_b) in cases.items():
         a = torch.rand(1 if a_shared else batch, m, k, generator=g, device="cuda") * 2 - 1
         b = torch.rand(1 if b_shared else batch, k, n, generator=g, device="cuda") * 2 - 1
         for i, row in lone:
             a[i, row, row % k] = a[i, row].abs().max() * 2.0**-40
+        for i, column in lone_b:
+            b[i, column % k, column] = b[i, :, column].abs().max() * 2.0**-40
         if layouts[0] is COL:  # M-major
             a = a.transpose(-1, -2).contiguous().transpose(-1, -2)
         if layouts[1] is COL:  # K-major
@@ -1415,6 +1453,10 @@ def test_the_fix_up_serves_batched_calls(layouts: tuple[Layout, Layout], gpu_bui
             got, want = out[i, row].double(), ref[i, row]
             sums = a[i, row].double().abs() @ b[i].double().abs()  # the fp64 sums' error is far below 2^-40 of these
             assert bool(((got - want).abs() <= 2.0**-24 * want.abs() + 2.0**-40 * sums).all()), (name, i, row)
+        for i, column in [(i, c) for _, c in lone_b for i in range(batch)] if b_shared else lone_b:
+            got, want = out[i, :, column].double(), ref[i, :, column]
+            sums = a[i].double().abs() @ b[i, :, column].double().abs()
+            assert bool(((got - want).abs() <= 2.0**-24 * want.abs() + 2.0**-40 * sums).all()), (name, i, column)
 
 
 @_on_sm90_gpu

@@ -406,16 +406,16 @@ def f16_row_parts_hold(x: torch.Tensor) -> bool:
     return bool(torch.isfinite(x).all()) and not bool(f16_failing_rows(x).any())
 
 
-# The fix-up (fact_fix_rows, behind the presplit kernels' fp16 GEMM): up to f16_fix_cap rows of A that their
-# fp16 parts do not hold keep the call on the fp16 route; the fix-up then recomputes their outputs from the fp32
-# operands, each product exact in fp64 and summed there, rounded once. More rows, a row of B, or an infinity or
-# NaN anywhere send the whole call to the TF32 parts, as does a residual that shares memory with the output
-# (the kernel then lists no row: fix_cap 0).
+# The fix-up (fact_fix_rows, behind the presplit kernels' fp16 GEMM): up to f16_fix_cap rows of A, and as many
+# of B's, that their fp16 parts do not hold keep the call on the fp16 route; the fix-up then recomputes their
+# outputs (D's rows for A's, D's columns for B's) from the fp32 operands, each product exact in fp64 and summed
+# there, rounded once. More rows of either, or an infinity or NaN anywhere send the whole call to the TF32 parts,
+# as does a residual that shares memory with the output (the kernel then lists no row: caps of 0).
 F16_FIX_SHARE, F16_FIX_LEAST, F16_FIX_MOST = 256, 8, 64
 
 
 def f16_fix_cap(rows: int) -> int:
-    """The rows of A (over all its batches) the fix-up takes at most: 1/F16_FIX_SHARE of them, from
+    """The rows of an operand (over all its batches) the fix-up takes at most: 1/F16_FIX_SHARE of them, from
     F16_FIX_LEAST to F16_FIX_MOST."""
     return min(F16_FIX_MOST, max(F16_FIX_LEAST, rows // F16_FIX_SHARE))
 
@@ -423,21 +423,28 @@ def f16_fix_cap(rows: int) -> int:
 @dataclass(frozen=True)
 class F16Route:
     """How the presplit kernel on fp16 parts serves a call: on the fp16 GEMM (with `fixed` rows of A, as
-    batch * M + row, recomputed by the fix-up) or, where `f16` is False, on the TF32 parts."""
+    batch * M + row, and `fixed_b` rows of B, as batch * N + row, recomputed by the fix-up) or, where `f16` is
+    False, on the TF32 parts."""
 
     f16: bool
     fixed: tuple[int, ...] = ()
+    fixed_b: tuple[int, ...] = ()
 
 
-def f16_route(a: torch.Tensor, b: torch.Tensor, fix_cap: int | None = None) -> F16Route:
+def f16_route(a: torch.Tensor, b: torch.Tensor, fix_cap: int | None = None,
+              fix_cap_b: int | None = None) -> F16Route:
     """The route of a call with operands a ([S_a, K]: A's batches' rows) and b ([S_b, K]: B^T's), as the
-    kernel's passes decide it; fix_cap: the fix-up's rows (f16_fix_cap of A's rows when None; 0 where the
-    residual shares memory with the output)."""
-    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())) or bool(f16_failing_rows(b).any()):
+    kernel's passes decide it; fix_cap, fix_cap_b: the fix-up's rows of each (f16_fix_cap of its rows when
+    None; 0 for both where the residual shares memory with the output)."""
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
         return F16Route(False)
-    failing = torch.nonzero(f16_failing_rows(a)).flatten().tolist()
-    cap = f16_fix_cap(a.shape[0]) if fix_cap is None else fix_cap
-    return F16Route(True, tuple(failing)) if len(failing) <= cap else F16Route(False)
+    failing_a = tuple(torch.nonzero(f16_failing_rows(a)).flatten().tolist())
+    failing_b = tuple(torch.nonzero(f16_failing_rows(b)).flatten().tolist())
+    cap_a = f16_fix_cap(a.shape[0]) if fix_cap is None else fix_cap
+    cap_b = f16_fix_cap(b.shape[0]) if fix_cap_b is None else fix_cap_b
+    if len(failing_a) > cap_a or len(failing_b) > cap_b:
+        return F16Route(False)
+    return F16Route(True, failing_a, failing_b)
 
 
 def _f16_dot(a: torch.Tensor, b: torch.Tensor, interval: int, per_row: bool, model: TensorCoreModel) -> torch.Tensor:
