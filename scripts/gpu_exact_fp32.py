@@ -284,10 +284,10 @@ def cases(quick: bool = False) -> list[Case]:
           for inputs in ("outlier", "tiny_rows")),
         Case("wide_4096", (1, 4096, 4096, 4096), "wide", seeds=SEEDS[:2], kernels=("presplit_f16_p128",)),
         # rows of A the fp16 parts do not hold, which the fix-up recomputes: one row, and one in 256 (the fix-up's
-        # cap), beside the same kernel on uniform inputs
+        # cap); a row of B (a column of D), and one of each; beside the same kernel on uniform inputs
         *(Case(f"{inputs}_{n}", (1, n, n, n), inputs, seeds=SEEDS[:2], kernels=(role,))
           for n, role in ((2048, "presplit_f16_p64"), (4096, "presplit_f16_p128"))
-          for inputs in ("f16_uniform", "lone_row", "capped_rows")),
+          for inputs in ("f16_uniform", "lone_row", "capped_rows", "lone_column", "row_and_column")),
         # randn: an entry more than 2^28 below its row's largest now and then (the flag, then the TF32 parts),
         # more often the larger the operands; each seed timed on its own inputs, with which route served
         *(Case(f"normal_{n}", (1, n, n, n), "normal", seeds=tuple(range(seeds)), rotate=False, kernels=())
@@ -506,8 +506,10 @@ def make_inputs(case: Case, seed: int, set_index: int = 0) -> dict[str, Any]:
         w[:, :, k // 3] = 0
     if case.inputs == "tiny_rows":  # a row of A near 1e-20 in every 64: its largest below 2^-60
         a[:, ::64, :] *= 1e-20
-    if case.inputs in ("lone_row", "capped_rows"):  # an entry 2^-40 (a row's largest is near 1): the fix-up's rows
-        a[:, m // 3 if case.inputs == "lone_row" else slice(None, None, 256), k // 2] = 2.0**-40
+    if case.inputs in ("lone_row", "capped_rows", "row_and_column"):  # an entry 2^-40 (a row's largest is near 1)
+        a[:, slice(None, None, 256) if case.inputs == "capped_rows" else m // 3, k // 2] = 2.0**-40
+    if case.inputs in ("lone_column", "row_and_column"):  # likewise a row of B (a column of D)
+        w[:, n // 5, k // 3] = 2.0**-40
     if case.inputs == "sample_miss":  # the rows of A the lift's sample reads (fact_lift_sample), zero
         a[:, [i * (m - 1) // 15 for i in range(16)], :] = 0
     out = {"a": a, "w": w}

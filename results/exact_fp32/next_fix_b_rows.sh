@@ -1,0 +1,21 @@
+#!/bin/bash
+# NOT YET RUN (branch fix-b-rows): rows of B the fp16 parts do not hold listed as A's are, and D's columns for them
+# recomputed by the fix-up in the same grid (fix_item<kTiles, true>, A's listed rows left to A's items), where
+# main sends such a call to the TF32 parts. This tree (fix_item inlined: 80 registers, 68 / 104 bytes spilled
+# for 16 / 8 columns a block) against `noinline` (fix_item __noinline__, fix_b_rows_noinline.diff: 4 / 32 bytes
+# spilled in the items, 48 in the kernel) and main. Before the call, from the checkout's root:
+#   (cd <a checkout with fix_b_rows_noinline.diff applied> && python scripts/gpu_ab.py --render CHECKOUT/.ab/noinline \
+#     --kernels presplit_f16_p64)
+#   git worktree add /tmp/wt main && (cd /tmp/wt && python scripts/gpu_ab.py --render CHECKOUT/.ab/main \
+#     --kernels presplit_f16_p64)
+# Merge only where the tests pass (the new B cases among them) and the cases with no row of B lose nothing against
+# main; take noinline's form if it is the faster. Packed into $OUT/fixb.tgz.
+#   run: bash results/exact_fp32/next_fix_b_rows.sh   (carry .whl and .ab)
+source results/exact_fp32/device_call.sh fixb
+build_exact
+fix_up_tests 320
+timeout $(left 560) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline noinline=.ab/noinline \
+  --baseline main=.ab/main --cases f16_uniform_2048,lone_row_2048,lone_column_2048,row_and_column_2048,lone_row_4096,lone_column_4096 \
+  --seeds 1 --rounds 5 --profile 3 > $W/ab.txt 2>&1
+echo "rc $?" >> $W/ab.txt
+echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
