@@ -342,6 +342,7 @@ def test_the_fix_up_takes_a_few_rows_of_a_and_of_b_and_the_tf32_parts_the_rest()
     assert f16_route(a, b_rows) == F16Route(True, (), (7, 150))
     assert f16_route(lone, b_rows) == F16Route(True, (5, 9, 11), (7, 150))
     assert f16_route(lone, b_rows, fix_cap=0, fix_cap_b=0) == F16Route(False)
+    assert f16_route(a, b_rows, fix_cap=0) == F16Route(False)  # no lists at all: B's neither
     assert f16_route(a, b_rows, fix_cap_b=1) == F16Route(False)
     many_b = b.clone()
     many_b[:9, 0] = 2.0**40  # nine rows of B past its cap of 8
@@ -806,10 +807,10 @@ def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
                   # one tile of columns loads four steps at once, two tiles two
                   "constexpr int kFixUnroll = kTiles == 1 ? 4 : 2;",
                   "if (w.fix_cap > 0) {\n    err = fact_fix(a, b, g, flag, fix, w.fix_cap, fix_b, w.fix_cap_b, row_max, stream);",
-                  "int64_t const blocks_of_16 = blocks(a, b, cap_a, 16) + blocks(b, a, cap_b, 16);",
-                  # 8 columns a block where twice the blocks of 16 are resident at once, else 16
-                  "if (2 * blocks_of_16 <= resident) {",
-                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, dim3(static_cast<unsigned>(blocks_of_8)), block,",
+                  # 8 columns a block where twice A's blocks of 16 are resident at once, else 16; B's items ride along
+                  "if (2 * blocks(a, b, cap_a, 16) <= resident) {",
+                  "std::min(blocks(a, b, cap_a, 8) + blocks(b, a, cap_b, 8), resident)",
+                  "return fact_launch_dependent(split_pass::fact_fix_rows<1>, grid, block, stream, a, b, g, flag, fix_a, fix_b, marks_a);",
                   "return fact_launch_dependent(split_pass::fact_fix_rows<2>, grid, block, stream, a, b, g, flag, fix_a, fix_b, marks_a);",
                   # the products on the fp64 tensor cores, the second row half and column tile only where used
                   "using FixMma = cutlass::arch::Mma<cutlass::gemm::GemmShape<8, 8, 4>, 32, double,",
@@ -1289,8 +1290,8 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
     x 4099, where the last column block holds one tile and K rules out 16-byte loads; a row whose entries its
     2^60 scales to zero in fp32): the fix-up recomputes those rows, each entry within fp32's rounding of the
     float64 product, and the rest is the fp16 GEMM's (not the TF32 kernel's bits). Likewise a few columns of B
-    (rows of B^T: five of 1536; three crossing three rows of A, so that entries lie in both; twelve over 8191
-    x 1528 x 4099): the fix-up recomputes D's columns. Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
+    (rows of B^T: five of 1536; three crossing three rows of A, so that entries lie in both; eight, B's cap,
+    over 8191 x 1528 x 4099): the fix-up recomputes D's columns. Inputs the pass sends to the TF32 parts (an entry 2^40 above every row; 32 rows near
     1e-20, past the fix-up's 8, also misaligned; an infinity): bit for bit the TF32 kernel's output, also after
     a call that set the flag (the flag is cleared). SGEMM's non-finite pattern everywhere."""
     from fact.realize import build
@@ -1310,10 +1311,10 @@ def test_fp16_parts_serve_where_they_hold_and_the_tf32_parts_elsewhere(layouts: 
              # (no 16-byte loads, the last four entries of K cut short)
              "odd_lone_rows": [0, 1, 2, 3, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8190],
              "lone_rows_and_columns": [1, 700, 2046]}
-    # columns of B (rows of B^T) the parts do not hold: five of 1536; three crossing three rows of A; twelve over
+    # columns of B (rows of B^T) the parts do not hold: five of 1536; three crossing three rows of A; eight over
     # 8191 x 1528 x 4099
     fixed_columns = {"lone_columns": [0, 7, 8, 900, 1532], "lone_rows_and_columns": [1, 700, 1000],
-                     "odd_lone_columns": [0, 1, 2, 3, 100, 200, 400, 800, 1000, 1200, 1500, 1527]}
+                     "odd_lone_columns": [0, 1, 2, 3, 500, 1000, 1500, 1527]}  # B's cap at N = 1528: 8
     scaled = ("uniform", "k_tail", "rows_tail", "misaligned", "many_steps")
     for inputs in ("uniform", "wide", "outlier", "tiny_rows", "inf", "underflow", "uniform", "lone_rows", "k_tail",
                    "rows_tail", "misaligned", "misaligned_tiny_rows", "misaligned_lone_rows", "many_steps",

@@ -435,13 +435,13 @@ def f16_route(a: torch.Tensor, b: torch.Tensor, fix_cap: int | None = None,
               fix_cap_b: int | None = None) -> F16Route:
     """The route of a call with operands a ([S_a, K]: A's batches' rows) and b ([S_b, K]: B^T's), as the
     kernel's passes decide it; fix_cap, fix_cap_b: the fix-up's rows of each (f16_fix_cap of its rows when
-    None; 0 for both where the residual shares memory with the output)."""
+    None; fix_cap 0 alone stands for no lists at all, as where the residual shares memory with the output)."""
     if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
         return F16Route(False)
     failing_a = tuple(torch.nonzero(f16_failing_rows(a)).flatten().tolist())
     failing_b = tuple(torch.nonzero(f16_failing_rows(b)).flatten().tolist())
     cap_a = f16_fix_cap(a.shape[0]) if fix_cap is None else fix_cap
-    cap_b = f16_fix_cap(b.shape[0]) if fix_cap_b is None else fix_cap_b
+    cap_b = (0 if fix_cap == 0 else f16_fix_cap(b.shape[0])) if fix_cap_b is None else fix_cap_b
     if len(failing_a) > cap_a or len(failing_b) > cap_b:
         return F16Route(False)
     return F16Route(True, failing_a, failing_b)
