@@ -13,7 +13,11 @@
 #   run: bash results/exact_fp32/next_fix_b_rows.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh fixb
 build_exact
-fix_up_tests 320
+fix_up_tests 300
+mv $W/pytest.txt $W/pytest_fix_up.txt
+timeout $(left 360) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py -k passes_alone \
+  > $W/pytest_passes.txt 2>&1  # the passes alone, B's list among them (tests/cpp/f16_passes_main.cu)
+echo "rc $?" >> $W/pytest_passes.txt
 timeout $(left 560) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline noinline=.ab/noinline \
   --baseline main=.ab/main --cases f16_uniform_2048,lone_row_2048,lone_column_2048,row_and_column_2048,lone_row_4096,lone_column_4096 \
   --seeds 1 --rounds 5 --profile 3 > $W/ab.txt 2>&1
