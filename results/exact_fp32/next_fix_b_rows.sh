@@ -9,10 +9,15 @@
 #   git worktree add /tmp/wt main && (cd /tmp/wt && python scripts/gpu_ab.py --render CHECKOUT/.ab/main \
 #     --kernels presplit_f16_p64)
 # Merge only where the tests pass (the new B cases among them) and the cases with no row of B lose nothing against
-# main; take noinline's form if it is the faster. Packed into $OUT/fixb.tgz.
+# main; take noinline's form if it is the faster. If the A/B is cut off, run it alone in a second call. Packed
+# into $OUT/fixb.tgz.
 #   run: bash results/exact_fp32/next_fix_b_rows.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh fixb
-build_exact
+(python -m tests.prebuild_gpu $PWD/.fact-cache 12 presplit > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
+(python scripts/gpu_exact_fp32.py --out $W/cases --jobs 4 --kernels presplit_f16_p64 --only f16_uniform \
+  --phase build > $W/cases_build.txt 2>&1; echo "rc $?" >> $W/cases_build.txt) &
+wait
+echo "builds $(( $(date +%s) - T0 )) s" | tee $W/times.txt
 fix_up_tests 300
 mv $W/pytest.txt $W/pytest_fix_up.txt
 timeout $(left 360) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py -k passes_alone \
