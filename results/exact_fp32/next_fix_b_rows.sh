@@ -25,6 +25,6 @@ timeout $(left 360) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/tes
 echo "rc $?" >> $W/pytest_passes.txt
 timeout $(left 560) python scripts/gpu_ab.py --out $W/ab --kernels presplit_f16_p64 --baseline noinline=.ab/noinline \
   --baseline main=.ab/main --cases f16_uniform_2048,lone_row_2048,lone_column_2048,row_and_column_2048,lone_row_4096,lone_column_4096 \
-  --seeds 1 --rounds 5 --profile 3 > $W/ab.txt 2>&1
+  --seeds 1 --rounds 5 --profile 3 --host > $W/ab.txt 2>&1
 echo "rc $?" >> $W/ab.txt
 echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
