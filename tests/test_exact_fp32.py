@@ -1410,6 +1410,40 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
 
 
 @_on_sm90_gpu
+def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 8 launches and
+    reuses them where a call repeats the arguments and workspace. Ten sets of operands and outputs in turn,
+    three rounds (more than it keeps: each round replaces them all), new values in the same memory, the same
+    memory read as a smaller problem, then with a row the fix-up recomputes, and with an outlier that sends the
+    call to the TF32 parts: every output within SGEMM's error, none written to another call's output."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    kernel = build(render(exact_pick(*PRESPLIT_LIFT_SHAPE)), gpu_build_cache)
+    g = torch.Generator(device="cuda").manual_seed(17)
+    m, n, k = 384, 320, 520
+    sets = [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
+             (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
+             torch.full((m, n), float("nan"), device="cuda")) for _ in range(10)]
+
+    def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *context: Any) -> None:
+        out.fill_(float("nan"))
+        _like_sgemm(kernel(a, b, None, None, out), a @ b, a.double() @ b.double(), *context)
+
+    for turn in range(3):
+        for i, (a, b, out) in enumerate(sets):
+            call(a, b, out, "round", turn, "set", i)
+    a, b, out = sets[0]
+    for change, rows in (("new values", m), ("smaller", 200), ("fix-up", m), ("outlier", m)):
+        a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
+        if change == "fix-up":
+            a[7, 3] = 2.0**-40
+        if change == "outlier":
+            a[:, 5] = 2.0**40 * (torch.rand(m, generator=g, device="cuda") + 1)
+        call(a[:rows], b, out[:rows], change)
+
+
+@_on_sm90_gpu
 @pytest.mark.parametrize("layouts", [(COL, ROW), (ROW, COL)], ids=["m_major", "k_major"])
 def test_the_fix_up_serves_batched_calls(layouts: tuple[Layout, Layout], gpu_build_cache: Any) -> None:
     """On the GPU: fact's batched pick on fp16 parts (8 x 1024 x 2048 x 1028, both operands M-major, then both
