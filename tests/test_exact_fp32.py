@@ -1414,8 +1414,9 @@ def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
     """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 8 launches and
     reuses them where a call repeats the arguments and workspace. Ten sets of operands and outputs in turn,
     three rounds (more than it keeps: each round replaces them all), new values in the same memory, the same
-    memory read as a smaller problem, then with a row the fix-up recomputes, and with an outlier that sends the
-    call to the TF32 parts: every output within SGEMM's error, none written to another call's output."""
+    memory read as a smaller problem, then with a row the fix-up recomputes, with an outlier that sends the call
+    to the TF32 parts (B's row zero there: the product stays uniform's), and after it: every output within
+    SGEMM's error, none written to another call's output."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -1434,12 +1435,12 @@ def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
         for i, (a, b, out) in enumerate(sets):
             call(a, b, out, "round", turn, "set", i)
     a, b, out = sets[0]
-    for change, rows in (("new values", m), ("smaller", 200), ("fix-up", m), ("outlier", m)):
+    for change, rows in (("new values", m), ("smaller", 200), ("fix-up", m), ("outlier", m), ("after", m)):
         a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
         if change == "fix-up":
             a[7, 3] = 2.0**-40
         if change == "outlier":
-            a[:, 5] = 2.0**40 * (torch.rand(m, generator=g, device="cuda") + 1)
+            a[:, 5], b[5, :] = 2.0**40, 0.0
         call(a[:rows], b, out[:rows], change)
 
 
