@@ -6,10 +6,11 @@
 #   run: bash results/exact_fp32/h200_2026-11-30_launch_cache/call2.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh cache2
 git log -1 --format=%H >> $W/gpu.txt 2>/dev/null
+(timeout $(left 560) python results/exact_fp32/h200_2026-11-30_launch_cache/dominant_term.py > $W/dominant_term.txt 2>&1
+ echo "rc $?" >> $W/dominant_term.txt) &
 timeout $(left 400) python -m pytest -q -p no:cacheprovider -rA -m gpu tests/test_exact_fp32.py -k "kept_launch" \
   > $W/pytest.txt 2>&1
 echo "rc $?" >> $W/pytest.txt
 echo "tests $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
-timeout $(left 560) python results/exact_fp32/h200_2026-11-30_launch_cache/dominant_term.py > $W/dominant_term.txt 2>&1
-echo "rc $?" >> $W/dominant_term.txt
+wait
 echo "done $(( $(date +%s) - T0 )) s" | tee -a $W/times.txt
