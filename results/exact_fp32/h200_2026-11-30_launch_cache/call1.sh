@@ -4,7 +4,7 @@
 # (the new test_kept_launch_parameters_follow_each_call among them), then this tree against main (.ab/main:
 # `scripts/gpu_ab.py --render .ab/main --kernels presplit_f16_p64,tf32_square_2048` at main) with each call's host
 # time (--host). Packed into $OUT/cache.tgz.
-#   run: bash results/exact_fp32/h200_2026-11-30_launch_cache/call.sh   (carry .whl and .ab)
+#   run: bash results/exact_fp32/h200_2026-11-30_launch_cache/call1.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh cache
 git log -1 --format=%H >> $W/gpu.txt 2>/dev/null
 (python -m tests.prebuild_gpu $PWD/.fact-cache 12 presplit > $W/prebuild.txt 2>&1; echo "rc $?" >> $W/prebuild.txt) &
