@@ -1411,31 +1411,42 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
 
 @_on_sm90_gpu
 def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
-    """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 8 launches and
+    """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 32 launches and
     reuses them where a call repeats the arguments and workspace. At its shape (2048 x 1536 x 1028; on smaller
-    outputs cuBLAS splits K and errs less, and fact picks another kernel), ten sets of operands and outputs in turn,
-    three rounds (more than it keeps: each round replaces them all), new values in the same memory, the same
-    memory read as a smaller problem, then with a row the fix-up recomputes, with an outlier that sends the call
-    to the TF32 parts (B's row zero there: the product stays uniform's), and after it: every output within
-    SGEMM's error, none written to another call's output."""
+    outputs cuBLAS splits K and errs less, and fact picks another kernel): eight sets of operands and outputs in
+    turn, three rounds (the later two repeat the first's launches); calls that change one thing each, the output,
+    B, A's leading dimension at the same address, the rows read (a smaller problem); new values in the same
+    memory; a row the fix-up recomputes; an outlier that sends the call to the TF32 parts (B's row zero there:
+    the product stays uniform's) and a call after it; then 40 sets in turn, twice, more than it keeps. Every
+    output within SGEMM's error, none written to another call's output (each starts as NaN)."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     kernel = build(render(exact_pick(*PRESPLIT_LIFT_SHAPE)), gpu_build_cache)
     g = torch.Generator(device="cuda").manual_seed(17)
     m, n, k = PRESPLIT_LIFT_SHAPE
-    sets = [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
-             (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
-             torch.full((m, n), float("nan"), device="cuda")) for _ in range(10)]
+
+    def operands(count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        return [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
+                 (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
+                 torch.empty(m, n, device="cuda")) for _ in range(count)]
 
     def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *context: Any) -> None:
         out.fill_(float("nan"))
         _like_sgemm(kernel(a, b, None, None, out), a @ b, a.double() @ b.double(), *context)
 
+    sets = operands(8)
     for turn in range(3):
         for i, (a, b, out) in enumerate(sets):
             call(a, b, out, "round", turn, "set", i)
     a, b, out = sets[0]
+    call(a, b, sets[1][2], "another output")
+    call(a, sets[1][1], out, "another B")
+    padded = torch.empty(m * (k + 4), device="cuda")  # A at the same address, rows k + 4 apart
+    padded[: m * k].view(m, k).copy_(a)
+    call(padded[: m * k].view(m, k), b, out, "A's rows k apart")
+    padded.as_strided((m, k), (k + 4, 1)).copy_(a)
+    call(padded.as_strided((m, k), (k + 4, 1)), b, out, "A's rows k + 4 apart")
     for change, rows in (("new values", m), ("smaller", 1000), ("fix-up", m), ("outlier", m), ("after", m)):
         a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
         if change == "fix-up":
@@ -1443,6 +1454,11 @@ def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
         if change == "outlier":
             a[:, 5], b[5, :] = 2.0**40, 0.0
         call(a[:rows], b, out[:rows], change)
+    del sets
+    many = operands(40)
+    for turn in range(2):
+        for i, (a, b, out) in enumerate(many):
+            call(a, b, out, "many, round", turn, "set", i)
 
 
 @_on_sm90_gpu
