@@ -878,7 +878,7 @@ def test_presplit_source_loads_four_tiles_and_splits_nothing_in_the_mainloop() -
     run = text[text.index("int fact_gemm_run("):]
     order = [run.index(step) for step in ("fact_split(a, b, amax, g.sm_count, stream)", "fact_launch_gemm<Gemm>(")]
     assert order == sorted(order) and "cudaMemsetAsync" not in text and "atomicMax" not in text
-    assert "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)" in text
+    assert "G::run(params, stream, nullptr, /*launch_with_pdl=*/true)" in text  # kept or fresh parameters
     fill = text[text.index("CUTLASS_DEVICE unsigned fill_tile("):text.index("CUTLASS_DEVICE void split_tile(")]
     assert "amax = fact_lift_finite_max(amax, __float_as_uint(v[l]));" in fill  # the gate's rule (finite |x| only)
     split = text[text.index("cudaError_t fact_split("):text.index("int fact_gemm_run(")]
