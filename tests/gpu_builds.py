@@ -43,6 +43,7 @@ EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (2
 PRESPLIT_LIFT_SHAPE = (2048, 1536, 1028)
 PERSISTENT_LIFT_SHAPE = (8, 512, 1024, 1028)  # batch, m, n, k
 RAW_BIG_INF_SHAPE = (256, 200, 65536)
+LARGE_K_F16_SHAPE = (256, 256, 131072)  # parallel split-K on fp16 parts split in the mainloop, promotions kept
 BATCHED_PRESPLIT_SHAPE = (8, 1024, 2048, 1028)  # batch, m, n, k: batched, over the presplit's bound, K off the tile
 
 
@@ -65,9 +66,10 @@ def f16_chain_spec() -> GemmSpec:
 
 
 def tf32_twin(spec: GemmSpec) -> GemmSpec:
-    """A presplit kernel on fp16 parts as the same kernel on TF32 parts only (what its flag falls back to)."""
-    assert isinstance(spec.tiles, Sm90SplitTiles) and spec.tiles.f16_parts
-    return dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, f16_parts=False))
+    """A kernel on fp16 parts (presplit, or split in the mainloop) as the same kernel on TF32 parts only (what its
+    flag falls back to)."""
+    assert isinstance(spec.tiles, Sm90SplitTiles) and (spec.tiles.f16_parts or spec.tiles.f16_mainloop)
+    return dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, f16_parts=False, f16_mainloop=False))
 
 
 F16_PASSES_MAIN = Path(__file__).with_name("cpp") / "f16_passes_main.cu"
@@ -98,7 +100,8 @@ def exact_specs() -> list[GemmSpec]:
             *(s for layouts in ((COL, ROW), (ROW, COL)) for s in (batched_presplit_spec(layouts),
                                                                  tf32_twin(batched_presplit_spec(layouts)))),
             f16_chain_spec(),
-            persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k")]
+            persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k"),
+            exact_pick(*LARGE_K_F16_SHAPE), tf32_twin(exact_pick(*LARGE_K_F16_SHAPE))]
 
 
 # --- test_gpu.py: the families' representatives and the kernels its other tests build ---------------------

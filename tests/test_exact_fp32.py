@@ -76,6 +76,7 @@ from tests.gpu_builds import (
     EXACT_ERROR_SHAPES,
     PERSISTENT_LIFT_SHAPE,
     PRESPLIT_LIFT_SHAPE,
+    LARGE_K_F16_SHAPE,
     RAW_BIG_INF_SHAPE,
     batched_presplit_spec,
     exact_match,
@@ -559,7 +560,8 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     regs = GemmSpec(**{**smem.__dict__, "tiles": Sm90SplitTiles(promotion=64, a_in_registers=True)}).validate()
     assert regs.name == smem.name + "_rs" and regs.key != smem.key
     before = {"type": "GemmSpec", "family": smem.family, **_canon(asdict(smem))}
-    for added in ("a_in_registers", "accumulators", "presplit", "raw_big", "plain_promotion", "f16_parts"):  # the key before these
+    for added in ("a_in_registers", "accumulators", "presplit", "raw_big", "plain_promotion", "f16_parts",
+                  "f16_mainloop"):  # the key before these
         del before["tiles"][added]
     blob = json.dumps(before, sort_keys=True, separators=(",", ":")).encode()
     assert smem.key == hashlib.sha256(blob).hexdigest()
@@ -591,6 +593,12 @@ def test_a_split_in_registers_is_named_and_keyed_apart() -> None:
     ({"tiles": Sm90SplitTiles(tile=(128, 128, 16), promotion=48, presplit=True, f16_parts=True)}, "multiple of"),
     ({"tiles": Sm90SplitTiles(tile=(128, 192, 16), accumulators=2, presplit=True, f16_parts=True, promotion=64)},
      "three accumulators"),
+    # fp16 parts split in the mainloop: parallel split-K, A in registers, a raw big part, 128x128x32 only
+    ({"tiles": Sm90SplitTiles(a_in_registers=True, raw_big=True, f16_mainloop=True)}, "serve parallel split-K"),
+    ({"mode": Mode.SPLITK_PARALLEL, "tiles": Sm90SplitTiles(raw_big=True, f16_mainloop=True)}, "A in registers"),
+    ({"mode": Mode.SPLITK_PARALLEL, "tiles": Sm90SplitTiles(a_in_registers=True, f16_mainloop=True)}, "raw big part"),
+    ({"mode": Mode.SPLITK_PARALLEL, "tiles": Sm90SplitTiles((128, 96, 32), a_in_registers=True, raw_big=True,
+                                                            f16_mainloop=True, promotion=64)}, "128x128x32"),
 ])
 def test_refusals_say_why(kwargs, reason) -> None:
     base = {"arch": Arch.SM90, "dtype": F32, "precision": EXACT, "layout_a": ROW, "layout_b": COL,
@@ -613,7 +621,9 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert large_k.mode is Mode.SPLITK_PARALLEL and large_k.tiles.scheduler is Scheduler.PERSISTENT
     # from K 262144 the promotions' rounding errors are dropped (choose.PLAIN_PROMOTION_MIN_K); below, split-K
     # keeps them, as stream-K does
-    assert large_k.tiles.plain_promotion and not large_k.compensated and large_k.name.endswith("_rawbig_plain_splitk_parallel")
+    assert large_k.tiles.plain_promotion and not large_k.compensated
+    # ... on fp16 parts split in the mainloop, the raw-big TF32 kernel behind them (choose.SPLITK_F16)
+    assert large_k.tiles.f16_mainloop and large_k.name.endswith("_rawbig_plain_f16ml_splitk_parallel")
     kept = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
     assert kept.compensated and not kept.tiles.compensated and not kept.tiles.plain_promotion
     for streamk in (_match(k=524288, pattern="gemm_large_k", chain=("bias",)),
@@ -621,8 +631,9 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         spec = spec_for(streamk, "sm90")
         assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK
         assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
-    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32) and large_k.tiles.cluster == (2, 1)
-    assert spec.tiles.cluster == (1, 1)  # stream-K gained nothing from a cluster
+    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32)
+    assert large_k.tiles.cluster == (1, 1)  # its CTAs stop early on their own where the fp16 parts' flag rises
+    assert spec.tiles.cluster == (1, 1) and not spec.tiles.f16_mainloop  # stream-K gained nothing from a cluster
     # below K 65536 the rounded split in shared memory; split-K over few tiles at any depth
     below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")
     assert below.mode is Mode.SPLITK_PARALLEL and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
@@ -673,7 +684,7 @@ def test_a_split_in_registers_reads_each_k_block_before_the_wait_that_frees_its_
     reads, before the warpgroup_wait that frees its fragments; the split into the fragments follows the
     wait. The read's latency then runs under the wait: 1-4 % faster at large K on an H200, timed before a
     k-tile's first read moved after its B split's wait (results/exact_fp32/h200_2026-11-28_gate_read/)."""
-    rs = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")
+    rs = tf32_twin(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90"))  # the TF32 kernel behind
     assert rs.tiles.a_in_registers and rs.tiles.raw_big
     text = render(rs).sources[f"{rs.name}.cu"]
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
@@ -699,7 +710,7 @@ def test_b_split_takes_turns_where_a_is_split_in_registers() -> None:
     """With A split in registers the two consumer warpgroups take turns at B's split, two k-tiles ahead,
     each announcing its stage on a barrier of the pipeline's; no named barrier a stage joins them. The
     shared-memory split keeps its named barrier. Three stages at least, or the tile is refused."""
-    rs = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
+    rs = tf32_twin(spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90"))
     text = render(rs).sources[f"{rs.name}.cu"]
     mma = text[text.index("B's split by turns"):text.index("CUTLASS_DEVICE void mma_tail")]
     assert "using MainloopPipeline = FactTurnsPipeline<Stages_>;" in text and "split_done" not in mma
@@ -731,7 +742,7 @@ def test_plain_promotion_only_from_its_depth() -> None:
             assert spec.tiles.plain_promotion is (k >= PLAIN_PROMOTION_MIN_K), (k, chain)
             assert spec.compensated is (k < PLAIN_PROMOTION_MIN_K) and spec.name.endswith(
                 "_bias" if chain else "_splitk_parallel") and ("_plain" in spec.name) is spec.tiles.plain_promotion
-    plain = spec_for(_match(k=PLAIN_PROMOTION_MIN_K, pattern="gemm_large_k", n=256), "sm90")
+    plain = tf32_twin(spec_for(_match(k=PLAIN_PROMOTION_MIN_K, pattern="gemm_large_k", n=256), "sm90"))
     kept = dataclasses.replace(plain.tiles, plain_promotion=False)
     assert split_accuracy_refusal(plain.tiles, 256, 256, PLAIN_PROMOTION_MIN_K, mode=plain.mode) is None
     assert "from K = 262144 on" in split_accuracy_refusal(plain.tiles, 256, 256, 131072, mode=plain.mode)
@@ -794,6 +805,41 @@ def test_operands_split_before_the_mainloop_where_the_gemm_is_compute_bound() ->
     large_k = spec_for(dataclasses.replace(_match(k=524288, pattern="gemm_large_k"), problem=ProblemShape(
         2048, 2048, 524288)), "sm90")
     assert large_k.tiles.scheduler is Scheduler.STREAMK and not large_k.tiles.presplit
+
+
+def test_fp16_mainloop_source_splits_b_on_the_producers_warps_and_runs_the_tf32_kernel_behind_a_flag() -> None:
+    """Parallel split-K at large K on fp16 parts split in the mainloop: the flag zeroed each call in the
+    workspace, the fp16 GEMM (CUTLASS's kernel with the producer warpgroup's warps 1-3 splitting B's first 96
+    rows, FactTransformKernel), then the TF32 instance over the same slices as its programmatic dependent,
+    running where the flag is 1; the flag raised by every check (entries below fp16's normals, a row's first
+    k-tile out of range, a sum that is not finite, a CTA with more than one work tile); the early exit in a 1x1
+    cluster only. A row whose first k-tile is zero (a row past M or N) does not raise it."""
+    spec = spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90")
+    assert spec.tiles.f16_mainloop and spec.mode is Mode.SPLITK_PARALLEL and spec.compensated
+    text = render(spec).sources[f"{spec.name}.cu"]
+    twin_text = render(tf32_twin(spec)).sources[f"{tf32_twin(spec).name}.cu"]
+    for piece in ("constexpr int kTransformRows = 96;", "struct FactTransformKernel : Kernel {",
+                  "if (tiles > 1) *params.mainloop.gate = 1;", "using Tf32Gemm = cutlass::gemm::device::GemmUniversalAdapter<"
+                  "FactGatedKernel<Tf32Kernel, 1>>;", "FactSplitTf32Mainloop<Tf32Reference, kF16Stages, 4, true>",
+                  "cudaMemsetAsync(gate, 0, sizeof(int), stream)", "return fact_fail(3, \"run (TF32 instance)\", status);",
+                  "rs_op_selector<F16, F16, float, Shape<_128, _128, _64>",
+                  "if (low || zero != 0.f) *params.gate = 1;", "if (low) *gate = 1;",
+                  "low |= 2u * __float_as_uint(y) - 1u < kLowLimit;",
+                  "return largest != 0.f && !(largest >= 0x1p-60f && largest < 0x1p60f);",
+                  "int const e = largest == 0.f ? 0 : int((__float_as_uint(largest) >> 23) & 0xffu) - 127;",
+                  "constexpr bool kStoppable = F16Mainloop_ && size(ClusterShape{}) == 1;"):
+        assert piece in text and piece not in twin_text, piece
+    assert text.count("f16_row_unfit(largest)") == 3  # the producer's rows of B, the consumers' rows of A and of B
+    run = text[text.index("int fact_gemm_run("):]
+    order = [run.index(step) for step in ("cudaMemsetAsync(gate", "fact_gemm_lifted(s, workspace, words, g, true, stream, gate)",
+                                          "fact_tf32_behind(s, workspace, words, g, gate, stream)", "fact_splitk_reduce<")]
+    assert order == sorted(order)
+    # the compensated promotion below choose.PLAIN_PROMOTION_MIN_K, in both instances alike
+    assert "small(i) = fmaf(big(i) - (sum - accum(i))" in text
+    # the TF32 instance's storage is its own kernel's: the fp16 instance's row scales and stop marks sized 1 there
+    assert "float b_scale[F16Mainloop_ ? size<1>(TileShape{}) : 1]" in text
+    paired = GemmSpec(**{**spec.__dict__, "tiles": dataclasses.replace(spec.tiles, cluster=(2, 1))}).validate()
+    assert paired.name != spec.name and "kStoppable" in render(paired).sources[f"{paired.name}.cu"]
 
 
 def test_fp16_parts_source_runs_the_tf32_kernel_behind_a_flag() -> None:
@@ -933,7 +979,8 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
     spec = {"persistent": plain, "streamk": exact_sm90()[3],
             "persistent_registers": GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(
                 plain.tiles, tile=(128, 128, 32), a_in_registers=True, raw_big=True)}).validate(),
-            "splitk_large_k": spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")}[which]
+            # the TF32 kernel behind the fp16 one (whose own entries below fp16's normals raise its flag)
+            "splitk_large_k": tf32_twin(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90"))}[which]
     text = render(spec).sources[f"{spec.name}.cu"]
     assert spec.lifts_in_mainloop
     assert {"streamk": spec.tiles.scheduler is Scheduler.STREAMK, "splitk_large_k": spec.mode is Mode.SPLITK_PARALLEL,
@@ -1635,6 +1682,60 @@ def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(gpu_build_cach
     sgemm = a @ w.T
     _like_sgemm(out, sgemm, ref)
     assert torch.equal(out[out.isinf()], sgemm[sgemm.isinf()])  # the signs too
+
+
+@_on_sm90_gpu
+def test_fp16_mainloop_serves_where_its_rows_hold_and_the_tf32_kernel_elsewhere(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's large-K pick on fp16 parts split in the mainloop (256 x 256 x 131072, parallel
+    split-K in a 1x1 cluster) beside SGEMM and beside the same kernel on TF32 parts alone (its TF32 instance).
+
+    Inputs its rows hold: uniform; M and N off the tile (200 x 136: rows past them are zero); rows of A and of B
+    zero over their first k-tile (scaled as rows whose largest is 1); rows scaled by powers of two from 2^-20 to
+    2^20 (each row's scale shows): within SGEMM's error, and not the TF32 kernel's bits. Inputs it sends to the
+    TF32 kernel (the flag, then the early exit): eight decades; one entry 2^-30 below its row's largest in A, in
+    a row of B the producer's warps split, in one the consumers split; one 2^10 above its row's first k-tile
+    (fp16 overflows); an infinity; more slices than SMs (a CTA with two work tiles): bit for bit the TF32
+    kernel's output. After a flagged call uniform inputs take the fp16 route again (the flag is cleared)."""
+    import dataclasses as dc
+
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    spec = exact_pick(*LARGE_K_F16_SHAPE)
+    assert spec.tiles.f16_mainloop and spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.cluster == (1, 1)
+    f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
+    g = torch.Generator(device="cuda").manual_seed(13)
+    m, n, k = LARGE_K_F16_SHAPE
+    flagged = ("wide", "tiny_a", "tiny_b_producer", "tiny_b_consumer", "overflow", "inf", "two_work_tiles")
+    for inputs in ("uniform", "rows_tail", "zero_head", "scaled", *flagged, "uniform"):
+        a, w = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1), (torch.rand(n, k, generator=g, device="cuda") * 2 - 1)
+        if inputs == "scaled":  # exact: the products' relative errors are uniform's
+            a *= 2.0 ** (torch.arange(m, device="cuda") % 41 - 20)[:, None]
+            w *= 2.0 ** (torch.arange(n, device="cuda") % 29 - 14)[:, None]
+        if inputs == "zero_head":
+            a[[0, 77], :32], w[[5, 100], :32] = 0.0, 0.0  # B's row 5 is the producer's warps', 100 the consumers'
+        if inputs == "wide":
+            a, w = a * 10.0 ** (a * 4), w * 10.0 ** (w * 4)
+        for row, col, side in (("tiny_a", 3, a), ("tiny_b_producer", 10, w), ("tiny_b_consumer", 110, w)):
+            if inputs == row:
+                side[col, 70000] = side[col].abs().max() * 2.0**-30
+        if inputs == "overflow":
+            a[9, 90000] = a[9, :32].abs().max() * 2.0**10
+        if inputs == "inf":
+            a[5, 9] = float("inf")
+        if inputs == "rows_tail":
+            a, w = a[:200], w[:136]
+        ref = a.double() @ w.double().T
+        kernels = (f16, tf32)
+        if inputs == "two_work_tiles":  # 64 slices of 4 tiles over 132 SMs: the guard raises the flag
+            kernels = tuple(dc.replace(kern, knobs=(kern.knobs[0], kern.knobs[1], 64, kern.knobs[3])) for kern in kernels)
+        out, twin = (kern(a, w.T, None, None, torch.full(ref.shape, float("nan"), device="cuda")) for kern in kernels)
+        sgemm = a @ w.T
+        _like_sgemm(out, sgemm, ref, inputs)
+        if inputs == "scaled":
+            _rows_like_sgemm(out, sgemm, ref, inputs)
+        same_bits = torch.equal(out.view(torch.int32), twin.view(torch.int32))
+        assert same_bits == (inputs in flagged), inputs
 
 
 # --- the GPU script -------------------------------------------------------------------------------

@@ -102,6 +102,13 @@ SPLITK_TILES = 16
 # (4 and 16 tiles) the cluster made no difference. An odd number of tile rows keeps cluster 1x1: CUTLASS
 # would pad them to the cluster's with CTAs that multiply zeros.
 SPLITK_CLUSTER = (2, 1)
+# From RAW_BIG_MIN_K on, parallel split-K splits into fp16 parts in its mainloop (Sm90SplitTiles.f16_mainloop):
+# three products on fp16 wgmma, each row scaled for the call, the raw-big TF32 kernel behind it where a row does
+# not fit. On an H200 (256x256, results/exact_fp32/h200_2026-11-30_transform_gated/, call 4) it ran 0.587 ms
+# against 0.637 for the TF32 kernel (2.59x SGEMM against 2.38x) at K 524288; where the flag rose (eight decades,
+# subnormal operands) the call cost 0.95-1.09x the TF32 kernel's. In a 1x1 cluster, as fast as 2x1 there, whose
+# CTAs stop early once the flag rises. Every error stayed below SGEMM's.
+SPLITK_F16 = True
 # Split-K also runs over up to SPLITK_SHORT_TILES tiles below K = SPLITK_SHORT_K: at 20 and 24 tiles
 # (512x640, 768x512) and K 1024 it ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x
 # against 1.07-1.16x (uniform and eight-decade inputs, 3 seeds, all within SGEMM's error; at 8 to 15 tiles
@@ -298,15 +305,16 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     if mode is Mode.STREAMK and not match.epilogue and splitk_pays(p.m, p.n, p.k):
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
     in_registers = raw_big and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)
+    f16_mainloop = SPLITK_F16 and in_registers and mode is Mode.SPLITK_PARALLEL
     cluster = (1, 1)
     if presplit:
         cluster = PRESPLIT_CLUSTER
-    elif mode is Mode.SPLITK_PARALLEL and -(-p.m // SM90_3XTF32_TILE[0]) % SPLITK_CLUSTER[0] == 0:
+    elif mode is Mode.SPLITK_PARALLEL and not f16_mainloop and -(-p.m // SM90_3XTF32_TILE[0]) % SPLITK_CLUSTER[0] == 0:
         cluster = SPLITK_CLUSTER
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
                            promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
                            a_in_registers=in_registers, raw_big=raw_big, f16_parts=presplit and PRESPLIT_F16,
-                           plain_promotion=plain_promotion_pays(p.k, mode, in_registers))
+                           plain_promotion=plain_promotion_pays(p.k, mode, in_registers), f16_mainloop=f16_mainloop)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
 
 

@@ -158,6 +158,7 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
                    "compensated": spec.compensated,
                    "accumulators": spec.tiles.accumulators, "presplit": spec.tiles.presplit,
                    "raw_big": spec.tiles.raw_big, "f16_parts": spec.tiles.f16_parts,
+                   "f16_mainloop": spec.tiles.f16_mainloop,
                    # subnormal operands: lifted behind a gate kernel where the mainloop splits (the presplit
                    # pass lifts its own)
                    "lift_mainloop": spec.lifts_in_mainloop,

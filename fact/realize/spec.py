@@ -128,7 +128,15 @@ class Sm90SplitTiles(Sm90Tiles):
     bits but only 30 binades, so where a row does not fit (an entry more than 2^28 below its row's largest,
     a row's largest outside 2^+-60, an infinity or NaN) the pass raises a flag and the call runs the TF32
     kernel instead, launched behind it in the same stream (fact.realize.exact_fp32: `3xf16_row_pN`,
-    `f16_row_parts_hold`)."""
+    `f16_row_parts_hold`).
+
+    With `f16_mainloop` (parallel split-K, A in registers, a raw big part) the mainloop itself splits into
+    fp16 parts: A in the consumers' registers, B in place in shared memory (most of its rows by the producer
+    warpgroup's idle warps, the rest by the consumers' turns), each row scaled by a power of two for the whole
+    call, set from its first k-tile (every work tile has a CTA of its own). Where a row does not fit (an entry
+    below fp16's normals once scaled, a first k-tile's largest outside 2^+-60, a sum that is not finite) the
+    kernel raises a flag, a 1x1 cluster's CTAs stop early, and the raw-big TF32 kernel launched behind it
+    computes the call."""
 
     tile: tuple[int, int, int] = (128, 128, 32)
     cluster: tuple[int, int] = (1, 1)
@@ -145,6 +153,7 @@ class Sm90SplitTiles(Sm90Tiles):
     # keeps them otherwise: only from K = fact.realize.choose.PLAIN_PROMOTION_MIN_K on
     plain_promotion: bool = False
     f16_parts: bool = False
+    f16_mainloop: bool = False
 
     @property
     def compensated(self) -> bool:
@@ -235,7 +244,7 @@ class GemmSpec:
                 hier += f"_p{t.promotion}" + ("_rs" if t.a_in_registers else "")
                 hier += ("_acc2" if t.accumulators == 2 else "") + ("_presplit" if t.presplit else "")
                 hier += ("_rawbig" if t.raw_big else "") + ("_plain" if t.plain_promotion else "")
-                hier += "_f16" if t.f16_parts else ""
+                hier += ("_f16" if t.f16_parts else "") + ("_f16ml" if t.f16_mainloop else "")
         else:
             t80 = self.tiles
             hier = f"{_dims(t80.threadblock)}_w{_dims(t80.warp)}_s{t80.stages}"
@@ -425,6 +434,11 @@ class GemmSpec:
         if t.f16_parts and not (t.presplit and t.accumulators == 3 and k == 16 and t.promotion % 32 == 0):
             raise SpecError("fp16 parts are written by the presplit pass and multiplied at tile K 16 (32 fp16 in "
                             "the same bytes) with three accumulators, promoted every multiple of 32")
+        if t.f16_mainloop and not (self.mode is Mode.SPLITK_PARALLEL and t.a_in_registers and t.raw_big
+                                   and t.tile == (128, 128, 32) and t.accumulators == 3):
+            raise SpecError("fp16 parts split in the mainloop serve parallel split-K (a set of row scales a CTA, one "
+                            "work tile each), with A in registers, tile 128x128x32 (a row of a stage one 128-byte "
+                            "line), three accumulators and a raw big part (the TF32 kernel behind it)")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.a_in_registers and _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 3:
@@ -542,7 +556,8 @@ def _canon(value: Any) -> Any:
 _ADDED_SPEC_FIELDS: dict[str, dict[str, Any]] = {"FmhaSpec": {"schedule": Schedule.COOPERATIVE.value,
                                                               "softmax_in_turns": False, "kv_stages": 5}}
 _ADDED_TILE_FIELDS: dict[str, Any] = {"a_in_registers": False, "accumulators": 3, "presplit": False,
-                                       "raw_big": False, "plain_promotion": False, "f16_parts": False}
+                                       "raw_big": False, "plain_promotion": False, "f16_parts": False,
+                                       "f16_mainloop": False}
 
 
 def spec_key(spec: KernelSpec) -> str:

@@ -147,7 +147,7 @@ def spec_from_json(text: str) -> GemmSpec:
                                Scheduler(t["scheduler"]), int(t["promotion"]), bool(t.get("a_in_registers", False)),
                                int(t.get("accumulators", 3)), bool(t.get("presplit", False)),
                                bool(t.get("raw_big", False)), bool(t.get("plain_promotion", False)),
-                               bool(t.get("f16_parts", False)))
+                               bool(t.get("f16_parts", False)), bool(t.get("f16_mainloop", False)))
     else:
         tiles = Sm80Tiles(tuple(t["threadblock"]), tuple(t["warp"]), tuple(t["instruction"]), t["stages"],
                           t["swizzle"], t["split_k"])

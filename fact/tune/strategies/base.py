@@ -46,7 +46,8 @@ def kernel_family_tag(spec: GemmSpec) -> tuple[object, ...]:
     (nor, in the 3xTF32 family, in where they split the operands: the model does not tell those apart)."""
     t = spec.tiles
     if isinstance(t, Sm90SplitTiles):
-        return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode, t.presplit, t.a_in_registers, t.raw_big)
+        return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode, t.presplit, t.a_in_registers, t.raw_big,
+                t.f16_mainloop)
     if isinstance(t, Sm90Tiles):
         return ("sm90", t.tile, t.schedule, t.scheduler, spec.mode)
     return ("sm80", t.threadblock, t.split_k, spec.mode)
