@@ -74,9 +74,9 @@ from fact.verify.check import default_gemm_cases
 from tests.gpu_builds import (
     BATCHED_PRESPLIT_SHAPE,
     EXACT_ERROR_SHAPES,
+    LARGE_K_F16_SHAPE,
     PERSISTENT_LIFT_SHAPE,
     PRESPLIT_LIFT_SHAPE,
-    LARGE_K_F16_SHAPE,
     RAW_BIG_INF_SHAPE,
     batched_presplit_spec,
     exact_match,
