@@ -180,7 +180,8 @@ def render(spec: KernelSpec, exemplars: tuple[str, ...] = ()) -> Rendered:
             ctx = {**common, **_sm90_context(read), "chain_text": _chain_text(spec.epilogue)}
             if spec.mode is Mode.SPLITK_PARALLEL:
                 # the splits are the batches of the GEMM, which writes fp32 partial sums (16-byte vectors)
-                ctx.update(batched=True, align_cd=4, auto_splits=False, short_last_slice=False, lift_mainloop=False)
+                ctx.update(batched=True, align_cd=4, auto_splits=False, short_last_slice=False, lift_mainloop=False,
+                           f16_mainloop=False)
                 kernel = ENV.get_template("sm90_gemm_splitk.cu.j2").render(**ctx)
             else:
                 kernel = ENV.get_template("sm90_gemm.cu.j2").render(**ctx)
