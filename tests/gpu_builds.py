@@ -43,7 +43,7 @@ EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (2
 PRESPLIT_LIFT_SHAPE = (2048, 1536, 1028)
 PERSISTENT_LIFT_SHAPE = (8, 512, 1024, 1028)  # batch, m, n, k
 RAW_BIG_INF_SHAPE = (256, 200, 65536)
-LARGE_K_F16_SHAPE = (256, 256, 131072)  # parallel split-K on fp16 parts split in the mainloop, promotions kept
+LARGE_K_F16_SHAPE = (256, 256, 131072)  # f16_mainloop_spec's, its promotions' rounding errors kept
 BATCHED_PRESPLIT_SHAPE = (8, 1024, 2048, 1028)  # batch, m, n, k: batched, over the presplit's bound, K off the tile
 
 
@@ -63,6 +63,14 @@ def f16_chain_spec() -> GemmSpec:
     """fact's pick on fp16 parts at PRESPLIT_LIFT_SHAPE with a bias, GELU and a residual: the fix-up's chain."""
     m, n, k = PRESPLIT_LIFT_SHAPE
     return sm90_3xtf32_spec(exact_match(k, chain=("bias", "gelu_erf", "residual"), n=n, m=m))
+
+
+def f16_mainloop_spec(m: int, n: int, k: int) -> GemmSpec:
+    """fact's large-K pick for m x n x k as parallel split-K on fp16 parts split in the mainloop, in a 1x1 cluster
+    (its CTAs stop early on their own): what choose picks with SPLITK_F16 on, which it is not."""
+    spec = exact_pick(m, n, k, pattern="gemm_large_k")
+    assert spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.raw_big and spec.tiles.a_in_registers
+    return dataclasses.replace(spec, tiles=dataclasses.replace(spec.tiles, cluster=(1, 1), f16_mainloop=True)).validate()
 
 
 def tf32_twin(spec: GemmSpec) -> GemmSpec:
@@ -101,7 +109,7 @@ def exact_specs() -> list[GemmSpec]:
                                                                  tf32_twin(batched_presplit_spec(layouts)))),
             f16_chain_spec(),
             persistent_lift_spec(), exact_pick(*RAW_BIG_INF_SHAPE, pattern="gemm_large_k"),
-            exact_pick(*LARGE_K_F16_SHAPE), tf32_twin(exact_pick(*LARGE_K_F16_SHAPE))]
+            f16_mainloop_spec(*LARGE_K_F16_SHAPE), tf32_twin(f16_mainloop_spec(*LARGE_K_F16_SHAPE))]
 
 
 # --- test_gpu.py: the families' representatives and the kernels its other tests build ---------------------

@@ -83,6 +83,7 @@ from tests.gpu_builds import (
     exact_pick,
     exact_specs,
     f16_chain_spec,
+    f16_mainloop_spec,
     f16_passes_check_command,
     persistent_lift_spec,
     tf32_twin,
@@ -621,9 +622,8 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
     assert large_k.mode is Mode.SPLITK_PARALLEL and large_k.tiles.scheduler is Scheduler.PERSISTENT
     # from K 262144 the promotions' rounding errors are dropped (choose.PLAIN_PROMOTION_MIN_K); below, split-K
     # keeps them, as stream-K does
-    assert large_k.tiles.plain_promotion and not large_k.compensated
-    # ... on fp16 parts split in the mainloop, the raw-big TF32 kernel behind them (choose.SPLITK_F16)
-    assert large_k.tiles.f16_mainloop and large_k.name.endswith("_rawbig_plain_f16ml_splitk_parallel")
+    assert large_k.tiles.plain_promotion and not large_k.compensated and large_k.name.endswith("_rawbig_plain_splitk_parallel")
+    assert not large_k.tiles.f16_mainloop  # choose.SPLITK_F16
     kept = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
     assert kept.compensated and not kept.tiles.compensated and not kept.tiles.plain_promotion
     for streamk in (_match(k=524288, pattern="gemm_large_k", chain=("bias",)),
@@ -631,9 +631,8 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         spec = spec_for(streamk, "sm90")
         assert spec.mode is Mode.STREAMK and spec.tiles.scheduler is Scheduler.STREAMK
         assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
-    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32)
-    assert large_k.tiles.cluster == (1, 1)  # its CTAs stop early on their own where the fp16 parts' flag rises
-    assert spec.tiles.cluster == (1, 1) and not spec.tiles.f16_mainloop  # stream-K gained nothing from a cluster
+    assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32) and large_k.tiles.cluster == (2, 1)
+    assert spec.tiles.cluster == (1, 1)  # stream-K gained nothing from a cluster
     # below K 65536 the rounded split in shared memory; split-K over few tiles at any depth
     below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")
     assert below.mode is Mode.SPLITK_PARALLEL and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
@@ -684,7 +683,7 @@ def test_a_split_in_registers_reads_each_k_block_before_the_wait_that_frees_its_
     reads, before the warpgroup_wait that frees its fragments; the split into the fragments follows the
     wait. The read's latency then runs under the wait: 1-4 % faster at large K on an H200, timed before a
     k-tile's first read moved after its B split's wait (results/exact_fp32/h200_2026-11-28_gate_read/)."""
-    rs = tf32_twin(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90"))  # the TF32 kernel behind
+    rs = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")
     assert rs.tiles.a_in_registers and rs.tiles.raw_big
     text = render(rs).sources[f"{rs.name}.cu"]
     mma = text[text.index("CUTLASS_DEVICE void mma("):text.index("CUTLASS_DEVICE void mma_tail")]
@@ -710,7 +709,7 @@ def test_b_split_takes_turns_where_a_is_split_in_registers() -> None:
     """With A split in registers the two consumer warpgroups take turns at B's split, two k-tiles ahead,
     each announcing its stage on a barrier of the pipeline's; no named barrier a stage joins them. The
     shared-memory split keeps its named barrier. Three stages at least, or the tile is refused."""
-    rs = tf32_twin(spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90"))
+    rs = spec_for(_match(k=131072, pattern="gemm_large_k"), "sm90")
     text = render(rs).sources[f"{rs.name}.cu"]
     mma = text[text.index("B's split by turns"):text.index("CUTLASS_DEVICE void mma_tail")]
     assert "using MainloopPipeline = FactTurnsPipeline<Stages_>;" in text and "split_done" not in mma
@@ -742,7 +741,7 @@ def test_plain_promotion_only_from_its_depth() -> None:
             assert spec.tiles.plain_promotion is (k >= PLAIN_PROMOTION_MIN_K), (k, chain)
             assert spec.compensated is (k < PLAIN_PROMOTION_MIN_K) and spec.name.endswith(
                 "_bias" if chain else "_splitk_parallel") and ("_plain" in spec.name) is spec.tiles.plain_promotion
-    plain = tf32_twin(spec_for(_match(k=PLAIN_PROMOTION_MIN_K, pattern="gemm_large_k", n=256), "sm90"))
+    plain = spec_for(_match(k=PLAIN_PROMOTION_MIN_K, pattern="gemm_large_k", n=256), "sm90")
     kept = dataclasses.replace(plain.tiles, plain_promotion=False)
     assert split_accuracy_refusal(plain.tiles, 256, 256, PLAIN_PROMOTION_MIN_K, mode=plain.mode) is None
     assert "from K = 262144 on" in split_accuracy_refusal(plain.tiles, 256, 256, 131072, mode=plain.mode)
@@ -814,8 +813,15 @@ def test_fp16_mainloop_source_splits_b_on_the_producers_warps_and_runs_the_tf32_
     running where the flag is 1; the flag raised by every check (entries below fp16's normals, a row's first
     k-tile out of range, a sum that is not finite, a CTA with more than one work tile); the early exit in a 1x1
     cluster only. A row whose first k-tile is zero (a row past M or N) does not raise it."""
-    spec = spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90")
+    spec = f16_mainloop_spec(*LARGE_K_F16_SHAPE)
     assert spec.tiles.f16_mainloop and spec.mode is Mode.SPLITK_PARALLEL and spec.compensated
+    # what choose picks with SPLITK_F16 on (it is off: the TF32 kernel was as fast or faster on the last H200s)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("fact.realize.choose.SPLITK_F16", True)
+        assert spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90") == spec
+        assert not spec_for(_match(k=131072, pattern="gemm_large_k", n=256, chain=("bias",)), "sm90").tiles.f16_mainloop
+    pick = spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90")
+    assert tf32_twin(spec) == dataclasses.replace(pick, tiles=dataclasses.replace(pick.tiles, cluster=(1, 1)))
     text = render(spec).sources[f"{spec.name}.cu"]
     twin_text = render(tf32_twin(spec)).sources[f"{tf32_twin(spec).name}.cu"]
     for piece in ("constexpr int kTransformRows = 96;", "struct FactTransformKernel : Kernel {",
@@ -979,8 +985,7 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
     spec = {"persistent": plain, "streamk": exact_sm90()[3],
             "persistent_registers": GemmSpec(**{**plain.__dict__, "tiles": dataclasses.replace(
                 plain.tiles, tile=(128, 128, 32), a_in_registers=True, raw_big=True)}).validate(),
-            # the TF32 kernel behind the fp16 one (whose own entries below fp16's normals raise its flag)
-            "splitk_large_k": tf32_twin(spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90"))}[which]
+            "splitk_large_k": spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")}[which]
     text = render(spec).sources[f"{spec.name}.cu"]
     assert spec.lifts_in_mainloop
     assert {"streamk": spec.tiles.scheduler is Scheduler.STREAMK, "splitk_large_k": spec.mode is Mode.SPLITK_PARALLEL,
@@ -1686,8 +1691,8 @@ def test_raw_big_kernel_puts_infinities_and_nans_where_sgemm_does(gpu_build_cach
 
 @_on_sm90_gpu
 def test_fp16_mainloop_serves_where_its_rows_hold_and_the_tf32_kernel_elsewhere(gpu_build_cache: Any) -> None:
-    """On the GPU: fact's large-K pick on fp16 parts split in the mainloop (256 x 256 x 131072, parallel
-    split-K in a 1x1 cluster) beside SGEMM and beside the same kernel on TF32 parts alone (its TF32 instance).
+    """On the GPU: parallel split-K on fp16 parts split in the mainloop (f16_mainloop_spec: 256 x 256 x 131072, a
+    1x1 cluster) beside SGEMM and beside the same kernel on TF32 parts alone (its TF32 instance).
 
     Inputs its rows hold: uniform; M and N off the tile (200 x 136: rows past them are zero); rows of A and of B
     zero over their first k-tile (scaled as rows whose largest is 1); rows scaled by powers of two from 2^-20 to
@@ -1702,8 +1707,7 @@ def test_fp16_mainloop_serves_where_its_rows_hold_and_the_tf32_kernel_elsewhere(
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    spec = exact_pick(*LARGE_K_F16_SHAPE)
-    assert spec.tiles.f16_mainloop and spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.cluster == (1, 1)
+    spec = f16_mainloop_spec(*LARGE_K_F16_SHAPE)
     f16, tf32 = (build(render(s), gpu_build_cache) for s in (spec, tf32_twin(spec)))
     g = torch.Generator(device="cuda").manual_seed(13)
     m, n, k = LARGE_K_F16_SHAPE

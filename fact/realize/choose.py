@@ -102,13 +102,14 @@ SPLITK_TILES = 16
 # (4 and 16 tiles) the cluster made no difference. An odd number of tile rows keeps cluster 1x1: CUTLASS
 # would pad them to the cluster's with CTAs that multiply zeros.
 SPLITK_CLUSTER = (2, 1)
-# From RAW_BIG_MIN_K on, parallel split-K splits into fp16 parts in its mainloop (Sm90SplitTiles.f16_mainloop):
-# three products on fp16 wgmma, each row scaled for the call, the raw-big TF32 kernel behind it where a row does
-# not fit. On an H200 (256x256, results/exact_fp32/h200_2026-11-30_transform_gated/, call 4) it ran 0.587 ms
-# against 0.637 for the TF32 kernel (2.59x SGEMM against 2.38x) at K 524288; where the flag rose (eight decades,
-# subnormal operands) the call cost 0.95-1.09x the TF32 kernel's. In a 1x1 cluster, as fast as 2x1 there, whose
-# CTAs stop early once the flag rises. Every error stayed below SGEMM's.
-SPLITK_F16 = True
+# Parallel split-K on fp16 parts split in the mainloop (Sm90SplitTiles.f16_mainloop: three products on fp16
+# wgmma, each row scaled for the call, the raw-big TF32 kernel behind a flag) is not picked: its speed against the
+# TF32 kernel changed from one H200 to the next. At 256x256x524288 its GEMM took 555-580 us against 609-642 on the
+# H200s of results/exact_fp32/h200_2026-11-30_transform_gated/ (2.59x SGEMM against 2.38x), but 592-660 against
+# 583-603 on the two of results/exact_fp32/h200_2026-11-30_f16_mainloop_pick/ (2.48-2.53x against 2.48-2.61x), and
+# with its promotions' rounding errors kept (below PLAIN_PROMOTION_MIN_K) 7-9 % slower at K 131072. Every error
+# stayed below SGEMM's. The tuner times it on the GPU it tunes for (fact.tune.candidates).
+SPLITK_F16 = False
 # Split-K also runs over up to SPLITK_SHORT_TILES tiles below K = SPLITK_SHORT_K: at 20 and 24 tiles
 # (512x640, 768x512) and K 1024 it ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x
 # against 1.07-1.16x (uniform and eight-decade inputs, 3 seeds, all within SGEMM's error; at 8 to 15 tiles

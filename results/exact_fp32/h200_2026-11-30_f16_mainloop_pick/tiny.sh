@@ -2,7 +2,7 @@
 # The fp16 mainloop allowing a few entries below fp16's normals a thread (kTinyMost = 4): its GPU test and fact's
 # verification protocol, then new (the fp16 mainloop, with the count) against old (the TF32 pick of main at
 # 094d30c, .ab/old as in ab.sh) on uniform, randn and eight-decade inputs.
-#   run: bash results/exact_fp32/<this folder>/tiny.sh   (carry .whl and .ab)
+#   run: bash results/exact_fp32/h200_2026-11-30_f16_mainloop_pick/tiny.sh   (carry .whl and .ab)
 source results/exact_fp32/device_call.sh tiny
 git log -1 --format=%H >> $W/gpu.txt 2>/dev/null
 (python -m tests.prebuild_gpu $PWD/.fact-cache 16 f16ml,c1x1_coop_persistent_p128_rs_rawbig_splitk > $W/prebuild.txt 2>&1
