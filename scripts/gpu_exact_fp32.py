@@ -193,12 +193,10 @@ def named_kernels() -> dict[str, GemmSpec]:
     for cluster in ((2, 1), (1, 2)):  # TMA multicast: the tile of A (1x2) or B (2x1) loaded once for two CTAs
         out[f"splitk_k32_p128_rawbig_rs_c{cluster[0]}x{cluster[1]}"] = spec(
             Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=cluster, promotion=128, raw_big=True, a_in_registers=True)
-    # fp16 parts split in the mainloop (fact's large-K pick in 1x1, without its promotions' rounding errors as
-    # from choose.PLAIN_PROMOTION_MIN_K on), each row scaled for the call from its first k-tile
-    for cluster in ((2, 1), (1, 1)):
-        out[f"splitk_k32_p128_f16ml_c{cluster[0]}x{cluster[1]}"] = spec(
-            Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=cluster, promotion=128, a_in_registers=True,
-            raw_big=True, plain_promotion=True, f16_mainloop=True)
+    # fp16 parts split in the mainloop (Sm90SplitTiles.f16_mainloop, not picked), each row scaled for the call from
+    # its first k-tile, without its promotions' rounding errors as from choose.PLAIN_PROMOTION_MIN_K on
+    out["splitk_k32_p128_f16ml_c1x1"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 32), promotion=128,
+                                             a_in_registers=True, raw_big=True, plain_promotion=True, f16_mainloop=True)
     # fact's large-K pick promoting every 256: half the promotions' instructions, a longer truncated sum
     out["splitk_k32_p256_rawbig_rs_c2x1"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=(2, 1),
                                                  promotion=256, raw_big=True, a_in_registers=True)
@@ -306,8 +304,9 @@ def cases(quick: bool = False) -> list[Case]:
         # the large-K kernel's error margin where SGEMM errs least (bf16 values: exact products) and on eight decades
         *(Case(f"large_k_{k}_{inputs}", (1, 256, 256, k), inputs, seeds=SEEDS[:2], kernels=streamk)
           for k in (131072, 262144, 524288) for inputs in ("uniform", "bf16", "wide") if inputs != "uniform" or k == 262144),
-        # fp16 parts split in the mainloop from K 65536 (16 tiles too), M and N off the tile (the rows past them
-        # zero), and randn, whose entries more than 2^26 below their row's largest raise the flag now and then
+        # large K at more depths and inputs: K 65536 over 4 and 16 tiles, M and N off the tile, and randn, whose
+        # entries more than 2^25 below their row's largest now and then raise the flag of fp16 parts split in the
+        # mainloop (splitk_k32_p128_f16ml_c1x1)
         Case("large_k_65536", (1, 256, 256, 65536), kernels=()),
         Case("large_k_65536_16tiles", (1, 512, 512, 65536), kernels=()),
         Case("large_k_131072_rows_tail", (1, 200, 136, 131072), kernels=()),

@@ -1039,8 +1039,8 @@ def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
 
 def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
     """Whatever fact.realize.choose picks for an exact fp32 GEMM on sm90 (parallel split-K over few
-    tiles, in a 2x1 cluster where the tile rows pair up unless on fp16 parts; stream-K under one wave; A
-    split in registers at large K), the tuner searches it too, so a tuned kernel is never one it could not compare with the
+    tiles, in a 2x1 cluster where the tile rows pair up; stream-K under one wave; A split in registers
+    at large K), the tuner searches it too, so a tuned kernel is never one it could not compare with the
     default; and split-K is searched only over the few tiles its accuracy was measured at."""
     from fact.core.enums import OpFamily
     from fact.patterns.types import Match
@@ -1057,7 +1057,6 @@ def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
         assert chosen in space, (m, n, k, chosen.name)
         assert (chosen.mode is Mode.SPLITK_PARALLEL) == splitk_pays(m, n, k), (m, n, k)
         assert chosen.tiles.cluster == ((2, 1) if chosen.mode is Mode.SPLITK_PARALLEL and m % 256 == 0
-                                        and not chosen.tiles.f16_mainloop
                                         else chosen.tiles.cluster if chosen.tiles.presplit else (1, 1))
         if not splitk_pays(m, n, k):
             assert not any(s.mode is Mode.SPLITK_PARALLEL for s in space), (m, n, k)

@@ -108,7 +108,7 @@ SPLITK_CLUSTER = (2, 1)
 # H200s of results/exact_fp32/h200_2026-11-30_transform_gated/ (2.59x SGEMM against 2.38x), but 592-660 against
 # 583-603 on the two of results/exact_fp32/h200_2026-11-30_f16_mainloop_pick/ (2.48-2.53x against 2.48-2.61x), and
 # with its promotions' rounding errors kept (below PLAIN_PROMOTION_MIN_K) 7-9 % slower at K 131072. Every error
-# stayed below SGEMM's. The tuner times it on the GPU it tunes for (fact.tune.candidates).
+# stayed below SGEMM's. Nor does the tuner time it (fact.tune.candidates says why).
 SPLITK_F16 = False
 # Split-K also runs over up to SPLITK_SHORT_TILES tiles below K = SPLITK_SHORT_K: at 20 and 24 tiles
 # (512x640, 768x512) and K 1024 it ran 1.04-1.17x SGEMM against stream-K's 0.85-0.96x, at K 4096 0.94-1.05x

@@ -439,6 +439,9 @@ class GemmSpec:
             raise SpecError("fp16 parts split in the mainloop serve parallel split-K (a set of row scales a CTA, one "
                             "work tile each), with A in registers, tile 128x128x32 (a row of a stage one 128-byte "
                             "line), three accumulators and a raw big part (the TF32 kernel behind it)")
+        if t.f16_mainloop and t.cluster != (1, 1):
+            raise SpecError(f"cluster {t.cluster[0]}x{t.cluster[1]}: fp16 parts split in the mainloop run in a 1x1 "
+                            "cluster, whose CTAs stop early on their own once the flag rises")
         if t.a_in_registers and k < 16:
             raise SpecError(f"tile K {k}: A split in registers is pipelined over at least two wgmma k-blocks of 8")
         if t.a_in_registers and _SPLIT_SMEM_BYTES // (stage_bytes + 32) < 3:

@@ -112,21 +112,20 @@ class SplitPlace:
     cluster: tuple[int, int] = (1, 1)
     raw_big: bool = False  # x left as the big part (A's too, in registers): only from K = RAW_BIG_MIN_K on
     f16_parts: bool = False  # presplit into fp16 parts, the TF32 parts behind them (tile K 16, promotion % 32)
-    f16_mainloop: bool = False  # fp16 parts split in parallel split-K's mainloop, the TF32 kernel behind them
 
 
 # in shared memory, also in a 2x1 cluster; A in registers; before the mainloop, with TMA multicast along
 # either cluster dimension (it reads each operand twice: big and small parts), also into fp16 parts; x as its own big part, in
-# shared memory or with A in registers, also in a 2x1 cluster; and parallel split-K on fp16 parts split in its
-# mainloop (fact's pick there: choose.SPLITK_F16)
+# shared memory or with A in registers, also in a 2x1 cluster (fact's parallel split-K: choose.SPLITK_CLUSTER).
+# Not fp16 parts split in the mainloop (Sm90SplitTiles.f16_mainloop): the tuner times uniform inputs, which never
+# raise its flag, and more slices than SMs always raise it (results/exact_fp32/h200_2026-11-30_f16_mainloop_pick/)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_registers=True),
                      SplitPlace(presplit=True, cluster=(2, 1)),
                      SplitPlace(presplit=True, cluster=(1, 2)),
                      SplitPlace(presplit=True, cluster=(2, 1), f16_parts=True),
                      SplitPlace(presplit=True, cluster=(1, 2), f16_parts=True), SplitPlace(raw_big=True),
                      SplitPlace(in_registers=True, raw_big=True),
-                     SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)),
-                     SplitPlace(in_registers=True, raw_big=True, f16_mainloop=True))
+                     SplitPlace(in_registers=True, raw_big=True, cluster=(2, 1)))
 
 # A split in registers at tile K 16 (two wgmma k-blocks a stage): ptxas serialises its wgmma (C7513, "non
 # wgmma instructions defining input registers of a wgmma"), with or without a raw big part, at da648c9 and
@@ -245,15 +244,13 @@ def _sm90_split_specs(target: Target) -> Iterator[GemmSpec]:
             # N, where the pass costs more than it saves (no candidate)
         if split.f16_parts and (tile[2] != 16 or promotion % 32):
             continue  # fp16 parts: 32 of them in a stage's TF32 bytes, whole k-tiles of 32 between promotions
-        if split.f16_mainloop and (mode is not Mode.SPLITK_PARALLEL or tile != (128, 128, 32)):
-            continue  # fp16 parts in the mainloop: parallel split-K at tile 128x128x32 only (Sm90SplitTiles)
         if split.in_registers and tile[2] < RS_MIN_TILE_K:
             continue  # its wgmma serialised (RS_MIN_TILE_K)
         scheduler = Scheduler.STREAMK if mode is Mode.STREAMK else Scheduler.PERSISTENT
         tiles = Sm90SplitTiles(tile, split.cluster, scheduler=scheduler, promotion=promotion,
                                a_in_registers=split.in_registers, presplit=split.presplit, raw_big=split.raw_big,
                                plain_promotion=plain_promotion_pays(p.k, mode, split.in_registers),
-                               f16_parts=split.f16_parts, f16_mainloop=split.f16_mainloop)
+                               f16_parts=split.f16_parts)
         if split_accuracy_refusal(tiles, p.m, p.n, p.k, p.batch, mode):
             continue  # not within SGEMM's error at this problem (fact.realize.choose)
         yield GemmSpec(Arch.SM90, target.dtype, target.precision, target.layout_a, target.layout_b, target.epilogue,
