@@ -133,8 +133,8 @@ class Sm90SplitTiles(Sm90Tiles):
     With `f16_mainloop` (parallel split-K, A in registers, a raw big part) the mainloop itself splits into
     fp16 parts: A in the consumers' registers, B in place in shared memory (most of its rows by the producer
     warpgroup's idle warps, the rest by the consumers' turns), each row scaled by a power of two for the whole
-    call, set from its first k-tile (every work tile has a CTA of its own). Where a row does not fit (more than
-    a few entries below fp16's normals once scaled, a first k-tile's largest outside 2^+-60, a sum that is not
+    call, set from its first k-tile (every work tile has a CTA of its own). Where a row does not fit (an entry
+    below fp16's normals once scaled, a first k-tile's largest outside 2^+-60, a sum that is not
     finite) the kernel raises a flag, a 1x1 cluster's CTAs stop early, and the raw-big TF32 kernel launched
     behind it computes the call. Not fact's pick (fact.realize.choose.SPLITK_F16)."""
 
