@@ -1192,14 +1192,15 @@ def test_rendered_source_carries_the_design() -> None:
 
 @pytest.mark.slow
 @pytest.mark.nvcc
-@pytest.mark.parametrize("variant", ["evt", "splitk_large_k", "presplit", "raw_big"])
+@pytest.mark.parametrize("variant", ["evt", "splitk_large_k", "presplit", "raw_big", "f16_mainloop"])
 def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     """An instance through nvcc for sm_90a: the mainloop, the stage count's static checks and the
     epilogue together (~1-2 min each on 2 cores). The EVT instance (bias, tanh-GELU, residual) with
     the split in shared memory; fact's pick at large K over few tiles (parallel split-K, A split in
     registers with a raw big part, tile K 32, cluster 2x1), whose wgmma ptxas must not serialise
-    (C7513); the batched one whose operands (in their other layouts) are split before the mainloop;
-    and the stream-K one whose big parts are the raw tiles."""
+    (C7513), and the same on fp16 parts split in the mainloop (both instances); the batched one whose
+    operands (in their other layouts) are split before the mainloop; and the stream-K one whose big parts
+    are the raw tiles."""
     from fact.compile.toolchain import compile_check, find_toolchain
 
     spec = exact_sm90()[4] if variant == "presplit" else exact_sm90()[1]
@@ -1208,6 +1209,8 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     if variant == "splitk_large_k":
         spec = spec_for(_match(k=524288, pattern="gemm_large_k", n=256), "sm90")  # 509x256: 8 tiles
         assert spec.mode is Mode.SPLITK_PARALLEL and spec.tiles.a_in_registers and spec.tiles.cluster == (2, 1)
+    if variant == "f16_mainloop":
+        spec = f16_mainloop_spec(256, 256, 524288)
     if variant == "raw_big":
         spec = GemmSpec(**{**exact_sm90()[0].__dict__, "mode": Mode.STREAMK,
                            "tiles": Sm90SplitTiles((128, 128, 16), scheduler=Scheduler.STREAMK, promotion=128,
@@ -1215,7 +1218,7 @@ def test_one_instance_compiles_for_sm90a(variant: str, tmp_path: Path) -> None:
     rendered = render(spec)
     for name, text in rendered.sources.items():
         (tmp_path / name).write_text(text)
-    if variant == "splitk_large_k":  # ptxas's own report: no wgmma serialised (C7513 and the like)
+    if variant in ("splitk_large_k", "f16_mainloop"):  # ptxas's own report: no wgmma serialised (C7513 and the like)
         cmd = find_toolchain().command(tmp_path / rendered.kernel_file, tmp_path / "kernel.o", Arch.SM90, (tmp_path,),
                                        object_only=True)
         proc = subprocess.run([*cmd, "-Xptxas", "-v"], capture_output=True, text=True, timeout=600)
