@@ -1023,11 +1023,17 @@ def test_mainloop_split_kernels_lift_subnormal_operands_behind_a_gate(which: str
     assert "scale(storage.a.data() + stage * kStageWordsA, kStageWordsA, shift);" in split
     assert "scale(storage.b.data() + stage * kStageWordsB, kStageWordsB, -shift);" in split
     assert split.index("if (shift != 0)") < split.index("    run(storage.b.data()")  # scaled before the split
-    # the run: the GEMM set up, then the gate, then the GEMM as the gate's dependent (or after it)
+    # the run: the GEMM set up (or its kept parameters found, the workspace set up), then the gate (`before`, once),
+    # then the GEMM as the gate's dependent (or after it)
+    launch = text[text.index("int fact_launch_gemm("):]
+    for start in (launch.index("cache.find(key, params)"), launch.index("gemm.initialize(args")):
+        order = [launch.index(s, start) for s in ("initialize", "ready()", "fact_run_params<G>(params, stream, dependent)")]
+        assert order == sorted(order)
+    assert "if (before_launched) return 0;" in launch and "return before();" in launch
     run = text[text.index("int fact_gemm_lifted("):]
-    order = [run.index(s) for s in ("gemm.initialize(args", "fact_run_lift_gate(call, words, stream)",
-                                    "gemm.run(stream, nullptr, /*launch_with_pdl=*/true)")]
-    assert order == sorted(order) and "fact_lifted_gemm" not in text and "g.c == g.d" not in text
+    assert "bool const gated = words != nullptr && gate_first;" in run and "fact_run_lift_gate(call, words, stream)" in run
+    assert "fact_launch_gemm<Gemm>(args, fact_launch_key(g, call, workspace), workspace, stream, gated, run_gate)" in run
+    assert "fact_lifted_gemm" not in text and "g.c == g.d" not in text
     entry = text[text.index("int fact_gemm_run("):]
     if which == "splitk_large_k":  # the gate once, before the first batch of slices; the reduction after
         assert "fact_gemm_lifted(s, workspace, words, g, true, stream)" in entry  # each batch samples the whole call
@@ -1538,6 +1544,59 @@ def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
             a[7, 3] = 2.0**-40
         if change == "outlier":
             a[:, 5], b[5, :] = 2.0**40, 0.0
+        call(a[:rows], b, out[:rows], change)
+    del sets
+    many = operands(40)
+    for turn in range(2):
+        for i, (a, b, out) in enumerate(many):
+            call(a, b, out, "many, round", turn, "set", i)
+
+
+@_on_sm90_gpu
+@pytest.mark.parametrize("shape", [(1024, 1024, 4096), (256, 256, 4096), (256, 256, 65536)],
+                         ids=["streamk", "splitk", "large_k"])
+def test_kept_launch_parameters_follow_each_call_where_the_mainloop_splits(shape: tuple[int, int, int],
+                                                                           gpu_build_cache: Any) -> None:
+    """On the GPU: the kernels that split in the mainloop keep CUTLASS's parameters of their last 32 launches too,
+    keyed by the GEMM's arguments, the call's (a split-K GEMM runs a batch of the call's K slices) and the
+    workspace. fact's picks for stream-K, parallel split-K over few tiles, and large K (a shorter last slice):
+    eight sets of operands and outputs in turn, three rounds; another output; another B; A's rows further apart
+    at the same address; new values in the same memory; operands whose largest lies below 2^-100 (the lift's gate
+    then reads them whole) and a call after them; a smaller problem; 40 sets in turn, twice. Every output within
+    SGEMM's error, none written to another call's output (each starts as NaN)."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    kernel = build(render(exact_pick(*shape)), gpu_build_cache)
+    assert kernel.spec.mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL) and not kernel.spec.tiles.presplit
+    g = torch.Generator(device="cuda").manual_seed(19)
+    m, n, k = shape
+
+    def operands(count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        return [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
+                 (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
+                 torch.empty(m, n, device="cuda")) for _ in range(count)]
+
+    def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *context: Any) -> None:
+        out.fill_(float("nan"))
+        _like_sgemm(kernel(a, b, None, None, out), a @ b, a.double() @ b.double(), *context)
+
+    sets = operands(8)
+    for turn in range(3):
+        for i, (a, b, out) in enumerate(sets):
+            call(a, b, out, "round", turn, "set", i)
+    a, b, out = sets[0]
+    call(a, b, sets[1][2], "another output")
+    call(a, sets[1][1], out, "another B")
+    padded = torch.empty(m * (k + 4), device="cuda")  # A at the same address, rows k + 4 apart
+    padded[: m * k].view(m, k).copy_(a)
+    call(padded[: m * k].view(m, k), b, out, "A's rows k apart")
+    padded.as_strided((m, k), (k + 4, 1)).copy_(a)
+    call(padded.as_strided((m, k), (k + 4, 1)), b, out, "A's rows k + 4 apart")
+    for change, rows in (("new values", m), ("lifted", m), ("after", m), ("smaller", m - 56)):
+        a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
+        if change == "lifted":
+            a.mul_(2.0**-110)
         call(a[:rows], b, out[:rows], change)
     del sets
     many = operands(40)

@@ -241,3 +241,15 @@ def test_sm90_tf32_operands_are_rounded_to_the_nearest_not_truncated(gpu_build_c
     err = {k: float((v.double() - ref).norm() / ref.norm()) for k, v in err.items()}
     assert err["truncated"] > 10 * err["rounded"], err  # the inputs tell the two apart
     assert err["kernel"] < 3 * err["rounded"], err
+
+
+def test_kernels_launch_on_the_callers_current_stream() -> None:
+    """GemmKernel and AttentionKernel pass the binding the current stream of the output's device, read without
+    building a Stream object: on a side stream, its handle; back on the default stream, that one's."""
+    from fact.realize.kernel import _launch_context
+
+    t = torch.empty(4, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert _launch_context(t) == (side.cuda_stream, torch.cuda.get_device_properties(0).multi_processor_count)
+    assert _launch_context(t)[0] == torch.cuda.current_stream().cuda_stream != side.cuda_stream

@@ -18,10 +18,15 @@ def _sm_count(device: int) -> int:
 
 
 def _launch_context(t: Any) -> tuple[int, int]:
-    """The current stream's handle and the SM count of the tensor's device."""
+    """The current stream's handle and the SM count of the tensor's device. The handle comes from the
+    call torch's own generated code makes for it (a stream object a call cost microseconds of host time);
+    a torch without it builds the public Stream."""
     import torch
 
-    return int(torch.cuda.current_stream(t.device).cuda_stream), _sm_count(t.device.index or 0)
+    device = t.get_device()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    handle = raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    return int(handle), _sm_count(device)
 
 
 KnobValues = tuple[int, int, int, int]  # (raster, swizzle, splits, reduction): fact.tune.request.Knobs
