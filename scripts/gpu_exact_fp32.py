@@ -210,6 +210,16 @@ def named_kernels() -> dict[str, GemmSpec]:
                                                   a_in_registers=True)
     out["splitk_k16_p128_rawbig"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), promotion=128, raw_big=True)
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
+    # under one wave below the raw big part's depth: A split in registers at tile K 32 (the large-K kernel's
+    # mainloop), with the rounded split or the raw big part, at the picks' promotion intervals
+    for p in (32, 64):
+        for raw in (False, True):
+            tail = f"p{p}" + ("_rawbig" if raw else "") + "_rs"
+            out[f"splitk_k32_{tail}_c2x1"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=(2, 1), promotion=p,
+                                                 raw_big=raw, a_in_registers=True)
+            out[f"streamk_k32_{tail}"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK, promotion=p,
+                                             raw_big=raw, a_in_registers=True)
+    out["splitk_k16_p64_c2x1_rounded"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 16), cluster=(2, 1), promotion=64)
     out["streamk_128x96_p128_rs"] = spec(Mode.STREAMK, tile=(128, 96, 32), scheduler=Scheduler.STREAMK,
                                          promotion=128, a_in_registers=True)
     return out
