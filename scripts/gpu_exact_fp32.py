@@ -212,6 +212,10 @@ def named_kernels() -> dict[str, GemmSpec]:
     out["batched_128x96_p128_rs"] = spec(Mode.BATCHED, tile=(128, 96, 32), promotion=128, a_in_registers=True)
     # under one wave below the raw big part's depth: A split in registers at tile K 32 (the large-K kernel's
     # mainloop), with the rounded split or the raw big part, at the picks' promotion intervals
+    out["streamk_k32_p128_rs"] = spec(Mode.STREAMK, tile=(128, 128, 32), scheduler=Scheduler.STREAMK, promotion=128,
+                                      a_in_registers=True)
+    out["splitk_k32_p128_rs_c2x1"] = spec(Mode.SPLITK_PARALLEL, tile=(128, 128, 32), cluster=(2, 1), promotion=128,
+                                          a_in_registers=True)
     for p in (32, 64):
         for raw in (False, True):
             tail = f"p{p}" + ("_rawbig" if raw else "") + "_rs"
@@ -390,7 +394,7 @@ def few_tiles_cases() -> list[Case]:
     beside it, at K 1024 and 4096, and at 512 and 8192 for a few."""
     shapes = {(256, 256): (1024, 4096, 16384), (512, 512): (1024, 4096, 16384), (512, 768): (1024, 4096),
               (768, 768): (512, 1024, 4096, 8192),
-              (768, 1024): (1024, 4096), (1024, 1024): (1024, 4096), (1024, 1536): (1024, 4096, 8192),
+              (768, 1024): (1024, 4096), (1024, 1024): (1024, 4096, 16384), (1024, 1536): (1024, 4096, 8192),
               (1280, 1280): (1024, 4096), (1408, 1408): (1024, 4096), (1280, 1664): (1024, 4096)}
     out = []
     for (m, n), ks in shapes.items():

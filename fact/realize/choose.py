@@ -68,6 +68,22 @@ RAW_BIG_MIN_K = 65536
 # 0.280-0.299 at 256x256x131072 (one seed 0.331), and 0.380-0.394 against 0.415-0.425 on eight decades at
 # 512x512x65536, with the same errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
 LARGE_K_TILE = (128, 128, 32)
+# Below RAW_BIG_MIN_K, stream-K promoting every 64 (one GEMM under one wave, K 4096 to 16383) splits A in registers
+# at LARGE_K_TILE too, with the rounded split. On an H200 (results/exact_fp32/h200_2026-11-30_streamk_registers/: 36
+# to 100 tiles at K 4096, 96 at 8192; uniform, eight-decade and bf16-valued inputs, 2 seeds each) it ran 8-13 % faster
+# than the split in shared memory at tile K 16 (1.35-1.44x SGEMM against 1.18-1.34x; 1.20x against 1.07x at
+# 1024x1536x8192) and erred the same to two digits (0.33-0.75x SGEMM's). With the raw big part it ran 1.45-1.71x, but
+# erred 1.10x SGEMM's on eight decades at 1280x1280x4096. Promoting every 32 the register split spills (442 bytes at
+# ptxas's 168 registers), so it stays in shared memory there.
+STREAMK_REGISTERS_PROMOTION = 64
+
+
+def registers_pay(mode: Mode, raw_big: bool, promotion: int) -> bool:
+    """Whether an sm90 3xTF32 kernel splits A in the consumers' registers (RS wgmma at LARGE_K_TILE): stream-K and
+    split-K with the raw big part (RAW_BIG_MIN_K), and stream-K promoting every STREAMK_REGISTERS_PROMOTION."""
+    if mode not in (Mode.STREAMK, Mode.SPLITK_PARALLEL):
+        return False
+    return raw_big or (mode is Mode.STREAMK and promotion == STREAMK_REGISTERS_PROMOTION)
 # From this depth those kernels also drop their promotions' rounding errors (Sm90SplitTiles.plain_promotion),
 # which stream-K and split-K keep elsewhere (under_one_wave). On an H200 (256x256, 2 seeds each,
 # results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 5-9 % faster at K 262144,
@@ -305,7 +321,8 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     raw_big = not presplit and p.k >= RAW_BIG_MIN_K
     if mode is Mode.STREAMK and not match.epilogue and splitk_pays(p.m, p.n, p.k):
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
-    in_registers = raw_big and mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL)
+    promotion = promotion_for(p.k, p.m, p.n, p.batch)
+    in_registers = registers_pay(mode, raw_big, promotion)
     f16_mainloop = SPLITK_F16 and in_registers and mode is Mode.SPLITK_PARALLEL
     cluster = (1, 1)
     if presplit:
@@ -313,7 +330,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
     elif mode is Mode.SPLITK_PARALLEL and not f16_mainloop and -(-p.m // SM90_3XTF32_TILE[0]) % SPLITK_CLUSTER[0] == 0:
         cluster = SPLITK_CLUSTER
     tiles = Sm90SplitTiles(LARGE_K_TILE if in_registers else SM90_3XTF32_TILE, cluster, scheduler=scheduler,
-                           promotion=promotion_for(p.k, p.m, p.n, p.batch), presplit=presplit,
+                           promotion=promotion, presplit=presplit,
                            a_in_registers=in_registers, raw_big=raw_big, f16_parts=presplit and PRESPLIT_F16,
                            plain_promotion=plain_promotion_pays(p.k, mode, in_registers), f16_mainloop=f16_mainloop)
     return GemmSpec(Arch.SM90, DType.F32, Precision.EXACT, la, lb, steps_of(match), mode, tiles).validate()
