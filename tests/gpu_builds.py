@@ -39,7 +39,8 @@ def exact_pick(m: int, n: int, k: int, *, batch: int = 1, layouts=(ROW, COL), pa
     return sm90_3xtf32_spec(exact_match(k, layouts=layouts, pattern=pattern, batch=batch, n=n, m=m))
 
 
-EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (256, 256, 65536))
+EXACT_ERROR_SHAPES = ((1024, 1024, 4096), (509, 772, 1028), (256, 256, 1024), (256, 256, 4096), (512, 512, 16384),
+                      (256, 256, 65536))
 PRESPLIT_LIFT_SHAPE = (2048, 1536, 1028)
 PERSISTENT_LIFT_SHAPE = (8, 512, 1024, 1028)  # batch, m, n, k
 RAW_BIG_INF_SHAPE = (256, 200, 65536)

@@ -635,12 +635,20 @@ def test_chosen_for_exact_fp32_on_sm90_wherever_it_serves() -> None:
         assert spec.tiles.a_in_registers and spec.tiles.tile == (128, 128, 32)
     assert large_k.tiles.a_in_registers and large_k.tiles.tile == (128, 128, 32) and large_k.tiles.cluster == (2, 1)
     assert spec.tiles.cluster == (1, 1)  # stream-K gained nothing from a cluster
-    # below K 65536 the rounded split in shared memory; split-K over few tiles at any depth
+    # below K 65536 the rounded split, in registers where the promotion interval leaves them room
+    # (choose.registers_pay): split-K over few tiles from every 128 (K 16384), stream-K from every 64
     below = spec_for(_match(k=32768, pattern="gemm_large_k"), "sm90")
-    assert below.mode is Mode.SPLITK_PARALLEL and not below.tiles.a_in_registers and below.tiles.tile == (128, 128, 16)
+    assert below.mode is Mode.SPLITK_PARALLEL and below.tiles.promotion == 128 and not below.tiles.raw_big
+    assert below.tiles.a_in_registers and below.tiles.tile == (128, 128, 32) and below.tiles.cluster == (2, 1)
     short = spec_for(_match(), "sm90")  # 509x384x4096: 12 tiles
     assert short.mode is Mode.SPLITK_PARALLEL and short.tiles.promotion == 32 and not short.tiles.raw_big
-    assert spec_for(_match(n=1024), "sm90").mode is Mode.STREAMK  # 32 tiles: stream-K
+    assert not short.tiles.a_in_registers and short.tiles.tile == (128, 128, 16)  # every 32 the registers spill
+    wave = spec_for(_match(n=1024), "sm90")  # 32 tiles: stream-K, every 32 below K 16384 (few tiles)
+    assert wave.mode is Mode.STREAMK and wave.tiles.promotion == 32 and not wave.tiles.a_in_registers
+    for m, n, k, promotion in ((1024, 1024, 4096, 64), (1280, 1280, 4096, 64), (1024, 1024, 16384, 128)):
+        streamk = spec_for(_match(k=k, m=m, n=n), "sm90")
+        assert streamk.mode is Mode.STREAMK and streamk.tiles.promotion == promotion and not streamk.tiles.raw_big
+        assert streamk.tiles.a_in_registers and streamk.tiles.tile == (128, 128, 32), (m, n, k)
     # x as its own big part from K = 65536 on, where SGEMM's error has grown past the bit it costs
     assert large_k.tiles.raw_big and not chosen.tiles.raw_big
     assert [spec_for(_match(k=k, pattern="gemm_large_k"), "sm90").tiles.raw_big for k in (32768, 65536)] == [False, True]

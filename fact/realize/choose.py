@@ -68,22 +68,25 @@ RAW_BIG_MIN_K = 65536
 # 0.280-0.299 at 256x256x131072 (one seed 0.331), and 0.380-0.394 against 0.415-0.425 on eight decades at
 # 512x512x65536, with the same errors. At tile K 16 the register split was no faster (0.84-0.90 ms at 524288).
 LARGE_K_TILE = (128, 128, 32)
-# Below RAW_BIG_MIN_K, stream-K promoting every 64 (one GEMM under one wave, K 4096 to 16383) splits A in registers
-# at LARGE_K_TILE too, with the rounded split. On an H200 (results/exact_fp32/h200_2026-11-30_streamk_registers/: 36
-# to 100 tiles at K 4096, 96 at 8192; uniform, eight-decade and bf16-valued inputs, 2 seeds each) it ran 8-13 % faster
-# than the split in shared memory at tile K 16 (1.35-1.44x SGEMM against 1.18-1.34x; 1.20x against 1.07x at
-# 1024x1536x8192) and erred the same to two digits (0.33-0.75x SGEMM's). With the raw big part it ran 1.45-1.71x, but
-# erred 1.10x SGEMM's on eight decades at 1280x1280x4096. Promoting every 32 the register split spills (442 bytes at
-# ptxas's 168 registers), so it stays in shared memory there.
-STREAMK_REGISTERS_PROMOTION = 64
+# Below RAW_BIG_MIN_K, stream-K promoting every 64 or 128 (one GEMM under one wave, K 4096 to 65535) and split-K
+# promoting every 128 (few tiles, K 16384 to 65535) split A in registers at LARGE_K_TILE too, with the rounded split.
+# On an H200 (results/exact_fp32/h200_2026-11-30_streamk_registers/; uniform, eight-decade and bf16-valued inputs, 2
+# seeds each), erring the same to two digits as the split in shared memory at tile K 16:
+# - stream-K every 64 (36 to 100 tiles at K 4096, 96 at 8192): 8-13 % faster, 1.35-1.44x SGEMM against 1.18-1.34x,
+#   1.20x against 1.07x at 1024x1536x8192;
+# - stream-K every 128 (1024x1024x16384): 1.71-1.74x against 1.48-1.49x;
+# - split-K every 128 (K 16384): 1.61-1.63x against 1.49-1.50x at 16 tiles, the same (1.73-1.80x) at 4.
+# With the raw big part stream-K ran 1.45-1.71x at K 4096-8192 but erred 1.10x SGEMM's on eight decades at
+# 1280x1280x4096. Promoting every 32 the register split spills (442 bytes at ptxas's 168 registers under stream-K,
+# 284 under split-K), so it stays in shared memory there.
+REGISTERS_MIN_PROMOTION = {Mode.STREAMK: 64, Mode.SPLITK_PARALLEL: 128}
 
 
 def registers_pay(mode: Mode, raw_big: bool, promotion: int) -> bool:
     """Whether an sm90 3xTF32 kernel splits A in the consumers' registers (RS wgmma at LARGE_K_TILE): stream-K and
-    split-K with the raw big part (RAW_BIG_MIN_K), and stream-K promoting every STREAMK_REGISTERS_PROMOTION."""
-    if mode not in (Mode.STREAMK, Mode.SPLITK_PARALLEL):
-        return False
-    return raw_big or (mode is Mode.STREAMK and promotion == STREAMK_REGISTERS_PROMOTION)
+    split-K with the raw big part (RAW_BIG_MIN_K), or promoting at least every REGISTERS_MIN_PROMOTION."""
+    least = REGISTERS_MIN_PROMOTION.get(mode)
+    return least is not None and (raw_big or promotion >= least)
 # From this depth those kernels also drop their promotions' rounding errors (Sm90SplitTiles.plain_promotion),
 # which stream-K and split-K keep elsewhere (under_one_wave). On an H200 (256x256, 2 seeds each,
 # results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 5-9 % faster at K 262144,
