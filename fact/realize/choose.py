@@ -72,7 +72,7 @@ LARGE_K_TILE = (128, 128, 32)
 # promoting every 128 (few tiles, K 16384 to 65535) split A in registers at LARGE_K_TILE too, with the rounded split.
 # On an H200 (results/exact_fp32/h200_2026-11-30_streamk_registers/; uniform, eight-decade and bf16-valued inputs, 2
 # seeds each), erring the same to two digits as the split in shared memory at tile K 16:
-# - stream-K every 64 (36 to 100 tiles at K 4096, 96 at 8192): 8-13 % faster, 1.35-1.44x SGEMM against 1.18-1.34x,
+# - stream-K every 64 (36 to 100 tiles at K 4096, 96 at 8192): 7-14 % faster, 1.35-1.44x SGEMM against 1.18-1.34x,
 #   1.20x against 1.07x at 1024x1536x8192;
 # - stream-K every 128 (1024x1024x16384): 1.71-1.74x against 1.48-1.49x;
 # - split-K every 128 (K 16384): 1.61-1.63x against 1.49-1.50x at 16 tiles, the same (1.73-1.80x) at 4.
