@@ -1508,26 +1508,20 @@ def test_the_fix_up_runs_the_epilogue_chain_and_stays_away_from_a_residual_in_pl
     _like_sgemm(in_place, sgemm, ref, "in place")
 
 
-@_on_sm90_gpu
-def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
-    """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 32 launches and
-    reuses them where a call repeats the arguments and workspace. At its shape (2048 x 1536 x 1028; on smaller
-    outputs cuBLAS splits K and errs less, and fact picks another kernel): eight sets of operands and outputs in
-    turn, three rounds (the later two repeat the first's launches); calls that change one thing each, the output,
-    B, A's leading dimension at the same address, the rows read (a smaller problem); new values in the same
-    memory; a row the fix-up recomputes; an outlier that sends the call to the TF32 parts (B's row zero there:
-    the product stays uniform's) and a call after it; then 40 sets in turn, twice, more than it keeps. Every
-    output within SGEMM's error, none written to another call's output (each starts as NaN)."""
-    from fact.realize import build
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    kernel = build(render(exact_pick(*PRESPLIT_LIFT_SHAPE)), gpu_build_cache)
-    g = torch.Generator(device="cuda").manual_seed(17)
-    m, n, k = PRESPLIT_LIFT_SHAPE
+def _kept_launches_follow_calls(kernel: Any, shape: tuple[int, int, int], seed: int,
+                                changes: tuple[tuple[str, int, Any], ...]) -> None:
+    """Calls of `kernel` (TN operands of `shape`) that repeat and vary what its kept launch parameters are keyed by:
+    eight sets of operands and outputs in turn, three rounds (the later two repeat the first's launches); calls that
+    change one thing each, the output, B, A's leading dimension at the same address; then, on new values in the
+    same memory, each of `changes` (a name, the rows of A and of the output read, and edit(a, b) or None); then 40
+    sets in turn, twice, more than a kernel keeps. Every output within SGEMM's error, none written to another call's
+    output (each starts as NaN)."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    m, n, k = shape
 
     def operands(count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         return [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
-                 (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
+                 (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the picks read it
                  torch.empty(m, n, device="cuda")) for _ in range(count)]
 
     def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *context: Any) -> None:
@@ -1546,18 +1540,40 @@ def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
     call(padded[: m * k].view(m, k), b, out, "A's rows k apart")
     padded.as_strided((m, k), (k + 4, 1)).copy_(a)
     call(padded.as_strided((m, k), (k + 4, 1)), b, out, "A's rows k + 4 apart")
-    for change, rows in (("new values", m), ("smaller", 1000), ("fix-up", m), ("outlier", m), ("after", m)):
+    for change, rows, edit in changes:
         a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
-        if change == "fix-up":
-            a[7, 3] = 2.0**-40
-        if change == "outlier":
-            a[:, 5], b[5, :] = 2.0**40, 0.0
+        if edit is not None:
+            edit(a, b)
         call(a[:rows], b, out[:rows], change)
     del sets
     many = operands(40)
     for turn in range(2):
         for i, (a, b, out) in enumerate(many):
             call(a, b, out, "many, round", turn, "set", i)
+
+
+@_on_sm90_gpu
+def test_kept_launch_parameters_follow_each_call(gpu_build_cache: Any) -> None:
+    """On the GPU: fact's presplit pick on fp16 parts keeps CUTLASS's parameters of its last 32 launches and
+    reuses them where a call repeats the arguments and workspace. At its shape (2048 x 1536 x 1028; on smaller
+    outputs cuBLAS splits K and errs less, and fact picks another kernel), the calls of _kept_launches_follow_calls,
+    with these changes: new values in the same memory; a smaller problem; a row the fix-up recomputes; an outlier
+    that sends the call to the TF32 parts (B's row zero there: the product stays uniform's) and a call after it."""
+    from fact.realize import build
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    kernel = build(render(exact_pick(*PRESPLIT_LIFT_SHAPE)), gpu_build_cache)
+
+    def fix_up(a: torch.Tensor, b: torch.Tensor) -> None:
+        a[7, 3] = 2.0**-40
+
+    def outlier(a: torch.Tensor, b: torch.Tensor) -> None:
+        a[:, 5], b[5, :] = 2.0**40, 0.0
+
+    m = PRESPLIT_LIFT_SHAPE[0]
+    _kept_launches_follow_calls(kernel, PRESPLIT_LIFT_SHAPE, 17, (("new values", m, None), ("smaller", 1000, None),
+                                                                  ("fix-up", m, fix_up), ("outlier", m, outlier),
+                                                                  ("after", m, None)))
 
 
 @_on_sm90_gpu
@@ -1567,50 +1583,21 @@ def test_kept_launch_parameters_follow_each_call_where_the_mainloop_splits(shape
                                                                            gpu_build_cache: Any) -> None:
     """On the GPU: the kernels that split in the mainloop keep CUTLASS's parameters of their last 32 launches too,
     keyed by the GEMM's arguments, the call's (a split-K GEMM runs a batch of the call's K slices) and the
-    workspace. fact's picks for stream-K, parallel split-K over few tiles, and large K (a shorter last slice):
-    eight sets of operands and outputs in turn, three rounds; another output; another B; A's rows further apart
-    at the same address; new values in the same memory; operands whose largest lies below 2^-100 (the lift's gate
-    then reads them whole) and a call after them; a smaller problem; 40 sets in turn, twice. Every output within
-    SGEMM's error, none written to another call's output (each starts as NaN)."""
+    workspace. fact's picks for stream-K, parallel split-K over few tiles, and large K (a shorter last slice), with
+    the calls of _kept_launches_follow_calls and these changes: new values in the same memory; operands whose
+    largest lies below 2^-100 (the lift's gate then reads them whole) and a call after them; a smaller problem."""
     from fact.realize import build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     kernel = build(render(exact_pick(*shape)), gpu_build_cache)
     assert kernel.spec.mode in (Mode.STREAMK, Mode.SPLITK_PARALLEL) and not kernel.spec.tiles.presplit
-    g = torch.Generator(device="cuda").manual_seed(19)
-    m, n, k = shape
 
-    def operands(count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        return [(torch.rand(m, k, generator=g, device="cuda") * 2 - 1,
-                 (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).T,  # column-major, as the pick reads it
-                 torch.empty(m, n, device="cuda")) for _ in range(count)]
+    def lifted(a: torch.Tensor, b: torch.Tensor) -> None:
+        a.mul_(2.0**-110)
 
-    def call(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *context: Any) -> None:
-        out.fill_(float("nan"))
-        _like_sgemm(kernel(a, b, None, None, out), a @ b, a.double() @ b.double(), *context)
-
-    sets = operands(8)
-    for turn in range(3):
-        for i, (a, b, out) in enumerate(sets):
-            call(a, b, out, "round", turn, "set", i)
-    a, b, out = sets[0]
-    call(a, b, sets[1][2], "another output")
-    call(a, sets[1][1], out, "another B")
-    padded = torch.empty(m * (k + 4), device="cuda")  # A at the same address, rows k + 4 apart
-    padded[: m * k].view(m, k).copy_(a)
-    call(padded[: m * k].view(m, k), b, out, "A's rows k apart")
-    padded.as_strided((m, k), (k + 4, 1)).copy_(a)
-    call(padded.as_strided((m, k), (k + 4, 1)), b, out, "A's rows k + 4 apart")
-    for change, rows in (("new values", m), ("lifted", m), ("after", m), ("smaller", m - 56)):
-        a.copy_(torch.rand(m, k, generator=g, device="cuda") * 2 - 1)
-        if change == "lifted":
-            a.mul_(2.0**-110)
-        call(a[:rows], b, out[:rows], change)
-    del sets
-    many = operands(40)
-    for turn in range(2):
-        for i, (a, b, out) in enumerate(many):
-            call(a, b, out, "many, round", turn, "set", i)
+    m = shape[0]
+    _kept_launches_follow_calls(kernel, shape, 19, (("new values", m, None), ("lifted", m, lifted), ("after", m, None),
+                                                    ("smaller", m - 56, None)))
 
 
 @_on_sm90_gpu
