@@ -830,6 +830,9 @@ def test_fp16_mainloop_source_splits_b_on_the_producers_warps_and_runs_the_tf32_
         patch.setattr("fact.realize.choose.SPLITK_F16", True)
         assert spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90") == spec
         assert not spec_for(_match(k=131072, pattern="gemm_large_k", n=256, chain=("bias",)), "sm90").tiles.f16_mainloop
+        # below the raw big part's depth split-K splits A in registers too (every 128), on TF32 parts
+        below = spec_for(_match(k=16384, n=256, m=512), "sm90")
+        assert below.tiles.a_in_registers and not below.tiles.raw_big and not below.tiles.f16_mainloop
     pick = spec_for(_match(k=131072, pattern="gemm_large_k", n=256), "sm90")
     assert tf32_twin(spec) == dataclasses.replace(pick, tiles=dataclasses.replace(pick.tiles, cluster=(1, 1)))
     text = render(spec).sources[f"{spec.name}.cu"]

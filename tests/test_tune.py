@@ -1040,14 +1040,16 @@ def test_exact_fp32_outputs_under_one_wave_search_stream_k() -> None:
 def test_fact_own_exact_fp32_pick_is_in_the_tuners_space() -> None:
     """Whatever fact.realize.choose picks for an exact fp32 GEMM on sm90 (parallel split-K over few
     tiles, in a 2x1 cluster where the tile rows pair up; stream-K under one wave; A split in registers
-    at large K), the tuner searches it too, so a tuned kernel is never one it could not compare with the
-    default; and split-K is searched only over the few tiles its accuracy was measured at."""
+    at large K, and from promotion every 64 or 128 below it), the tuner searches it too, so a tuned kernel is
+    never one it could not compare with the default; and split-K is searched only over the few tiles its
+    accuracy was measured at."""
     from fact.core.enums import OpFamily
     from fact.patterns.types import Match
     from fact.realize.choose import sm90_3xtf32_spec, splitk_pays
 
     for m, n, k in ((256, 256, 1024), (512, 512, 4096), (256, 256, 524288), (384, 640, 4096), (512, 640, 1024),
-                    (512, 640, 4096), (768, 768, 1024), (1024, 1536, 4096), (2048, 2048, 2048)):
+                    (512, 640, 4096), (768, 768, 1024), (1024, 1536, 4096), (2048, 2048, 2048), (512, 512, 16384),
+                    (1024, 1024, 4096), (1024, 1024, 16384)):
         pattern = "gemm_large_k" if k >= 8 * max(m, n) else "gemm"
         problem = ProblemShape(m, n, k)
         chosen = sm90_3xtf32_spec(Match(pattern, OpFamily.GEMM, "mm", ("mm",), "mm", DType.F32, Precision.EXACT,

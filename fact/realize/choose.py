@@ -78,7 +78,9 @@ LARGE_K_TILE = (128, 128, 32)
 # - split-K every 128 (K 16384): 1.61-1.63x against 1.49-1.50x at 16 tiles, the same (1.73-1.80x) at 4.
 # With the raw big part stream-K ran 1.45-1.71x at K 4096-8192 but erred 1.10x SGEMM's on eight decades at
 # 1280x1280x4096. Promoting every 32 the register split spills (442 bytes at ptxas's 168 registers under stream-K,
-# 284 under split-K), so it stays in shared memory there.
+# 284 under split-K), so it stays in shared memory there. The rule also serves what was compiled but not timed: stream-K
+# with an epilogue chain (bias, tanh-GELU and residual compiled without spills every 64 and 128), at 101 to 132 tiles,
+# and promoting every 128 over 17 to 32 tiles with a chain.
 REGISTERS_MIN_PROMOTION = {Mode.STREAMK: 64, Mode.SPLITK_PARALLEL: 128}
 
 
@@ -326,7 +328,7 @@ def sm90_3xtf32_spec(match: Match) -> GemmSpec:
         mode, scheduler = Mode.SPLITK_PARALLEL, Scheduler.PERSISTENT
     promotion = promotion_for(p.k, p.m, p.n, p.batch)
     in_registers = registers_pay(mode, raw_big, promotion)
-    f16_mainloop = SPLITK_F16 and in_registers and mode is Mode.SPLITK_PARALLEL
+    f16_mainloop = SPLITK_F16 and raw_big and in_registers and mode is Mode.SPLITK_PARALLEL
     cluster = (1, 1)
     if presplit:
         cluster = PRESPLIT_CLUSTER

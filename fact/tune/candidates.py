@@ -114,12 +114,14 @@ class SplitPlace:
     f16_parts: bool = False  # presplit into fp16 parts, the TF32 parts behind them (tile K 16, promotion % 32)
 
 
-# in shared memory, also in a 2x1 cluster; A in registers; before the mainloop, with TMA multicast along
-# either cluster dimension (it reads each operand twice: big and small parts), also into fp16 parts; x as its own big part, in
-# shared memory or with A in registers, also in a 2x1 cluster (fact's parallel split-K: choose.SPLITK_CLUSTER).
+# in shared memory, also in a 2x1 cluster; A in registers, also in a 2x1 cluster (fact's parallel split-K promoting
+# every 128: choose.registers_pay, SPLITK_CLUSTER); before the mainloop, with TMA multicast along either cluster
+# dimension (it reads each operand twice: big and small parts), also into fp16 parts; x as its own big part, in shared
+# memory or with A in registers, also in a 2x1 cluster (fact's parallel split-K from choose.RAW_BIG_MIN_K on).
 # Not fp16 parts split in the mainloop (Sm90SplitTiles.f16_mainloop): the tuner times uniform inputs, which never
 # raise its flag, and more slices than SMs always raise it (results/exact_fp32/h200_2026-11-30_f16_mainloop_pick/)
 SM90_SPLIT_PLACES = (SplitPlace(), SplitPlace(cluster=(2, 1)), SplitPlace(in_registers=True),
+                     SplitPlace(in_registers=True, cluster=(2, 1)),
                      SplitPlace(presplit=True, cluster=(2, 1)),
                      SplitPlace(presplit=True, cluster=(1, 2)),
                      SplitPlace(presplit=True, cluster=(2, 1), f16_parts=True),
