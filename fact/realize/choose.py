@@ -79,8 +79,8 @@ LARGE_K_TILE = (128, 128, 32)
 # With the raw big part stream-K ran 1.45-1.71x at K 4096-8192 but erred 1.10x SGEMM's on eight decades at
 # 1280x1280x4096. Promoting every 32 the register split spills (442 bytes at ptxas's 168 registers under stream-K,
 # 284 under split-K), so it stays in shared memory there. The rule also serves what was compiled but not timed: stream-K
-# with an epilogue chain (bias, tanh-GELU and residual compiled without spills every 64 and 128), at 101 to 132 tiles,
-# and promoting every 128 over 17 to 32 tiles with a chain.
+# with an epilogue chain (bias, tanh-GELU and residual compiled without spills every 64 and 128), every 64 at 101 to
+# 132 tiles, and every 128 at other tile counts than 64.
 REGISTERS_MIN_PROMOTION = {Mode.STREAMK: 64, Mode.SPLITK_PARALLEL: 128}
 
 
