@@ -89,6 +89,8 @@ def registers_pay(mode: Mode, raw_big: bool, promotion: int) -> bool:
     split-K with the raw big part (RAW_BIG_MIN_K), or promoting at least every REGISTERS_MIN_PROMOTION."""
     least = REGISTERS_MIN_PROMOTION.get(mode)
     return least is not None and (raw_big or promotion >= least)
+
+
 # From this depth those kernels also drop their promotions' rounding errors (Sm90SplitTiles.plain_promotion),
 # which stream-K and split-K keep elsewhere (under_one_wave). On an H200 (256x256, 2 seeds each,
 # results/exact_fp32/h200_2026-11-28_b_turns/run3/) split-K without them ran 5-9 % faster at K 262144,
